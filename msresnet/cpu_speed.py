@@ -1,0 +1,53 @@
+"""Choose MindSpore's fast convolution path on x86 CPUs.
+
+MindSpore's CPU kernels use oneDNN. On AVX-512 machines (the AMD EPYC hosts this
+book is tested on) oneDNN picks a plain-layout AVX-512 convolution that is about
+30x slower than its AVX2 path for ResNet-sized convolutions. Capping the ISA with
+``ONEDNN_MAX_CPU_ISA=AVX2`` restores the fast path. oneDNN reads the variable
+once, when MindSpore runs its first operator, so it must be set before that:
+importing :mod:`msresnet` sets it (unless you already did), which is why the
+notebooks import ``msresnet`` before they touch MindSpore.
+
+To measure the effect yourself run ``python -m msresnet.bench``; to opt out set
+``ONEDNN_MAX_CPU_ISA`` yourself (``ALL`` means "no cap").
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import MutableMapping
+from pathlib import Path
+
+ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+FAST_ISA = "AVX2"
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU feature flags Linux reports (empty where /proc/cpuinfo is absent)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def apply_fast_isa(environ: MutableMapping[str, str] | None = None,
+                   flags: set[str] | None = None) -> str:
+    """Set ``ONEDNN_MAX_CPU_ISA=AVX2`` when it helps and the user has not chosen.
+
+    Returns a short description of what is in effect, for logs and notebooks.
+    """
+    env = os.environ if environ is None else environ
+    if ISA_VARIABLE in env:
+        return f"{ISA_VARIABLE}={env[ISA_VARIABLE]} (set by you)"
+    if platform.machine().lower() not in {"x86_64", "amd64"}:
+        return f"{ISA_VARIABLE} not set (not an x86 CPU)"
+    flags = cpu_flags() if flags is None else flags
+    if "avx512f" in flags and "avx2" in flags:
+        env[ISA_VARIABLE] = FAST_ISA
+        return f"{ISA_VARIABLE}={FAST_ISA} (set by msresnet: AVX-512 CPU)"
+    return f"{ISA_VARIABLE} not set (no AVX-512 on this CPU)"
