@@ -1,0 +1,459 @@
+"""The CIFAR-10 binary files: their format, a validator, and ``prepare``.
+
+MindSpore's ``Cifar10Dataset`` reads the extracted ``cifar-10-batches-bin``
+folder directly, but on a truncated or corrupt file it fails deep inside its C++
+reader with a message that does not say which file is wrong. So before training
+the book checks the files itself (:func:`validate`) and raises a
+:class:`DatasetError` that names the file and the problem.
+
+:func:`prepare` turns any of the usual sources (the official URL, MindSpore's
+mirror, another URL, a local ``.tar.gz`` or an already extracted folder) into a
+ready folder. It is safe to call at the top of every notebook and from every
+rank of a distributed job: a ready folder carries a small marker file and the
+second call returns at once; extraction happens in a temporary folder that is
+renamed into place, so an interrupted run never leaves half a dataset; and a
+lock keeps concurrent callers from extracting twice.
+
+Record layout (per file, repeated): 1 label byte (0-9), then 1,024 red,
+1,024 green and 1,024 blue bytes of a 32x32 image, row-major.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import tarfile
+import time
+import urllib.parse
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from msresnet.download import ChecksumError, DownloadError, download, md5sum
+from msresnet.paths import DATA_ROOT
+
+log = logging.getLogger(__name__)
+
+OFFICIAL_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+OFFICIAL_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+OFFICIAL_BYTES = 170_052_171
+# The copy MindSpore's own tutorials download (mindspore-ai/docs,
+# tutorials/source_en/dataset/sampler.md). Those docs show it as 162.2 MB, the size of
+# the official archive, with the same members, so it is checked against the official MD5
+# (not verified byte for byte here: this project's machines have no internet).
+MINDSPORE_MIRROR_URL = ("https://mindspore-website.obs.cn-north-4.myhuaweicloud.com/"
+                        "notebook/datasets/cifar-10-binary.tar.gz")
+KNOWN_MD5 = {OFFICIAL_URL: OFFICIAL_MD5, MINDSPORE_MIRROR_URL: OFFICIAL_MD5}
+
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer",
+           "dog", "frog", "horse", "ship", "truck")
+IMAGE_SHAPE = (32, 32, 3)
+RECORD_BYTES = 1 + 32 * 32 * 3  # 3073
+TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
+TEST_FILES = ("test_batch.bin",)
+META_FILE = "batches.meta.txt"
+REQUIRED_FILES = (META_FILE, *TRAIN_FILES, *TEST_FILES)
+OPTIONAL_FILES = ("readme.html",)
+FOLDER_NAME = "cifar-10-batches-bin"
+MARKER_NAME = ".prepared.json"
+# The official members are 30.7 MB; anything far bigger is not CIFAR-10 (or is a zip bomb).
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+_PARTIAL_PREFIX = f".{FOLDER_NAME}.partial-"
+
+
+class DatasetError(ValueError):
+    """The dataset files are missing or wrong; the message names the file and the problem."""
+
+
+# --------------------------------------------------------------------------- reading
+
+def record_count(path: str | os.PathLike[str]) -> int:
+    """Number of records in a ``.bin`` file; raises if it is not whole records."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0 or size % RECORD_BYTES:
+        raise DatasetError(
+            f"{path.name}: {size} bytes is not a whole number of {RECORD_BYTES}-byte records"
+            + (" (truncated?)" if size else " (empty file)"))
+    return size // RECORD_BYTES
+
+
+def read_records(path: str | os.PathLike[str], start: int = 0,
+                 count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Read records ``start .. start+count`` of one ``.bin`` file, by hand.
+
+    Returns ``(images, labels)``: images uint8 of shape (N, 32, 32, 3) in
+    height-width-channel order (what matplotlib shows), labels uint8 of shape (N,).
+    The file stores each image channel by channel (CHW), hence the transpose.
+    """
+    path = Path(path)
+    total = record_count(path)
+    if not 0 <= start < total:
+        raise DatasetError(f"{path.name}: start={start} is outside the {total} records")
+    count = total - start if count is None else min(count, total - start)
+    if count < 1:
+        raise DatasetError(f"{path.name}: count={count} must be at least 1")
+    raw = np.fromfile(path, dtype=np.uint8, count=count * RECORD_BYTES,
+                      offset=start * RECORD_BYTES).reshape(count, RECORD_BYTES)
+    labels = raw[:, 0].copy()
+    images = raw[:, 1:].reshape(count, 3, 32, 32).transpose(0, 2, 3, 1).copy()
+    return images, labels
+
+
+# --------------------------------------------------------------------------- validation
+
+def check_bin(path: str | os.PathLike[str]) -> int:
+    """Check one ``.bin`` file (whole records, every label 0-9); return its record count."""
+    path = Path(path)
+    count = record_count(path)
+    labels = np.memmap(path, dtype=np.uint8, mode="r").reshape(count, RECORD_BYTES)[:, 0]
+    bad = np.flatnonzero(labels >= len(CLASSES))
+    if bad.size:
+        first = int(bad[0])
+        raise DatasetError(
+            f"{path.name}: record {first} has label {int(labels[first])}, expected 0-9"
+            f" ({bad.size} bad label{'s' if bad.size > 1 else ''} in {count} records)")
+    return count
+
+
+def check_meta(path: str | os.PathLike[str]) -> None:
+    """Check that ``batches.meta.txt`` lists the ten class names in order."""
+    path = Path(path)
+    names = tuple(line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip())
+    if names != CLASSES:
+        raise DatasetError(f"{path.name}: expected the class names {', '.join(CLASSES)};"
+                           f" found {', '.join(names) or 'nothing'}")
+
+
+def validate(folder: str | os.PathLike[str]) -> dict[str, int]:
+    """Check a ``cifar-10-batches-bin`` folder; return the record count of each ``.bin``.
+
+    Every file must be present, every ``.bin`` whole records with labels 0-9.
+    The counts are not required to be 10,000 (small test fixtures pass), so
+    callers that need the full dataset compare the totals themselves.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DatasetError(f"no dataset folder at {folder}")
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        raise DatasetError(f"missing {', '.join(missing)} in {folder}")
+    check_meta(folder / META_FILE)
+    return {name: check_bin(folder / name) for name in (*TRAIN_FILES, *TEST_FILES)}
+
+
+def split_counts(counts: dict[str, int]) -> tuple[int, int]:
+    """(train records, test records) from the per-file counts of :func:`validate`."""
+    return sum(counts[n] for n in TRAIN_FILES), sum(counts[n] for n in TEST_FILES)
+
+
+# --------------------------------------------------------------------------- extraction
+
+def _member_name(member: tarfile.TarInfo, archive: Path) -> str | None:
+    """The file name a safe member extracts to, ``None`` for the top folder; else raise."""
+    name = member.name
+    while name.startswith("./"):
+        name = name[2:]
+    parts = name.rstrip("/").split("/")
+    if name.startswith("/") or "\\" in name or ".." in parts:
+        raise DatasetError(f"{archive.name}: refusing unsafe member path {member.name!r}")
+    if member.issym() or member.islnk():
+        raise DatasetError(f"{archive.name}: refusing link member {member.name!r} -> {member.linkname!r}")
+    if member.isdir() and parts == [FOLDER_NAME]:
+        return None
+    if not (member.isfile() or member.isdir()):
+        raise DatasetError(f"{archive.name}: refusing special member {member.name!r} (device, fifo, ...)")
+    if member.isdir() or len(parts) != 2 or parts[0] != FOLDER_NAME or parts[1] not in (*REQUIRED_FILES, *OPTIONAL_FILES):
+        raise DatasetError(f"{archive.name}: unexpected member {member.name!r}; a CIFAR-10 binary archive"
+                           f" holds only {FOLDER_NAME}/{{{', '.join(REQUIRED_FILES + OPTIONAL_FILES)}}}")
+    if member.size > MAX_MEMBER_BYTES:
+        raise DatasetError(f"{archive.name}: member {member.name!r} is {member.size} bytes, too big for CIFAR-10")
+    return parts[1]
+
+
+def _copy_member(source: IO[bytes], target: Path) -> None:
+    """Write one archive member to ``target`` (a seam tests use to simulate a crash)."""
+    with open(target, "wb") as out:
+        shutil.copyfileobj(source, out, 1 << 20)
+
+
+def extract_archive(archive: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[str]:
+    """Extract the CIFAR-10 members of ``archive`` flat into ``folder``; return their names.
+
+    Member names are checked against the known list before anything is written,
+    and files are written by name, never by the archive's path, so a crafted
+    archive cannot write outside ``folder`` (no absolute paths, ``..``, links or
+    devices). The caller owns ``folder`` and deletes it on failure.
+    """
+    archive, folder = Path(archive), Path(folder)
+    written: list[str] = []
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                name = _member_name(member, archive)
+                if name is None:
+                    continue
+                if name in written:
+                    raise DatasetError(f"{archive.name}: member {member.name!r} appears twice")
+                source = tar.extractfile(member)
+                assert source is not None  # a regular file, checked above
+                with source:
+                    _copy_member(source, folder / name)
+                written.append(name)
+    except (tarfile.TarError, EOFError, zlib.error) as err:
+        raise DatasetError(f"{archive.name}: not a readable .tar.gz archive ({err});"
+                           " the file may be truncated or corrupt") from err
+    missing = [name for name in REQUIRED_FILES if name not in written]
+    if missing:
+        raise DatasetError(f"{archive.name}: missing {', '.join(missing)} in the archive")
+    return written
+
+
+# --------------------------------------------------------------------------- prepare
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare_dataset` did, for logs, the CLI and notebooks."""
+
+    folder: Path
+    action: str        # "already prepared", "validated existing folder", "extracted", ...
+    source: str
+    checksum: str      # which checksum was used and how it turned out, in words
+    records: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def train_records(self) -> int:
+        return split_counts(self.records)[0]
+
+    @property
+    def test_records(self) -> int:
+        return split_counts(self.records)[1]
+
+    def summary(self) -> str:
+        """Four lines: source, checksum, folder with record counts, action and time."""
+        return (f"source:   {self.source}\n"
+                f"checksum: {self.checksum}\n"
+                f"folder:   {self.folder} ({self.train_records} train + {self.test_records} test records)\n"
+                f"action:   {self.action} in {self.seconds:.1f} s")
+
+
+def prepare(source: str | os.PathLike[str] = OFFICIAL_URL, root: str | os.PathLike[str] = DATA_ROOT,
+            md5: str | None = None, *, progress: bool = True) -> Path:
+    """Make ``root/cifar-10-batches-bin`` ready and validated; return its path.
+
+    ``source`` is an http(s) URL (default: the official archive), a local
+    ``.tar.gz``, or an extracted folder. ``md5`` is the archive's expected MD5;
+    by default the official MD5 for the official and MindSpore URLs, and no
+    check (MD5 computed and reported) for anything else. See
+    :func:`prepare_dataset` for the details it reports.
+    """
+    return prepare_dataset(source, root, md5, progress=progress).folder
+
+
+def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
+                    root: str | os.PathLike[str] = DATA_ROOT, md5: str | None = None, *,
+                    progress: bool = True) -> Prepared:
+    """Like :func:`prepare`, but return a :class:`Prepared` report of what happened.
+
+    Raises :class:`DatasetError` for anything wrong with the files (checksum,
+    archive members, validation) and :class:`~msresnet.download.DownloadError`
+    when a URL cannot be fetched.
+    """
+    started = time.monotonic()
+    root = Path(root)
+    dest = root / FOLDER_NAME
+    source_text = os.fspath(source)
+    md5 = md5.lower() if md5 else None
+
+    def done(action: str, checksum: str, records: dict[str, int], src: str = source_text) -> Prepared:
+        report = Prepared(dest, action, src, checksum, records, time.monotonic() - started)
+        log.info("CIFAR-10 %s: %s (%s)", action, dest, checksum)
+        return report
+
+    ready = _ready_marker(dest)
+    if ready is not None:  # the fast path, without taking the lock
+        return done("already prepared", _recorded(ready), ready["records"], ready.get("source", source_text))
+
+    root.mkdir(parents=True, exist_ok=True)
+    with _lock(root):
+        _remove_partials(root)
+        ready = _ready_marker(dest)
+        if ready is not None:  # another process finished while we waited
+            return done("already prepared", _recorded(ready), ready["records"], ready.get("source", source_text))
+        if dest.exists():
+            records = _validate_existing(dest)
+            checksum = "none (folder was already there; its files were validated)"
+            try:
+                _write_marker(dest, source="existing folder", checksum=checksum, md5=None, records=records)
+            except OSError as err:  # read-only folder: fine, we just validate again next time
+                log.warning("could not write %s: %s", dest / MARKER_NAME, err)
+            return done("validated existing folder", checksum, records, "existing folder")
+
+        if _is_url(source_text):
+            archive, checksum, actual = _fetch(source_text, root, md5, progress)
+            action = "downloaded and extracted"
+        else:
+            path = Path(source_text).expanduser()
+            if path.is_dir():
+                folder = path / FOLDER_NAME if (path / FOLDER_NAME).is_dir() else path
+                validate(folder)  # first, so an error names the user's folder, not our temporary one
+                records = _install(dest, lambda tmp: _copy_folder(folder, tmp),
+                                   source=str(folder), checksum="none (copied from a folder)", md5=None)
+                return done("copied from folder", "none (copied from a folder)", records, str(folder))
+            if not path.is_file():
+                raise DatasetError(f"source not found: {source_text} (expected an http(s) URL,"
+                                   " a .tar.gz file or an extracted folder)")
+            archive = path
+            checksum, actual = _check_local(path, md5)
+            action = "extracted"
+
+        records = _install(dest, lambda tmp: extract_archive(archive, tmp),
+                           source=source_text, checksum=checksum, md5=actual)
+        return done(action, checksum, records)
+
+
+def _is_url(text: str) -> bool:
+    return urllib.parse.urlsplit(text).scheme in {"http", "https"}
+
+
+def _fetch(url: str, root: Path, md5: str | None, progress: bool) -> tuple[Path, str, str]:
+    """Download ``url`` into ``root``; return (archive, checksum words, actual MD5)."""
+    expected = md5 or KNOWN_MD5.get(url)
+    name = Path(urllib.parse.urlsplit(url).path).name or "cifar-10-binary.tar.gz"
+    try:
+        archive = download(url, root / name, md5=expected, progress=progress)
+    except ChecksumError as err:
+        raise DatasetError(str(err)) from err
+    if expected is None:
+        actual = md5sum(archive)
+        return archive, f"md5 {actual} computed; check skipped (no md5 given for this URL)", actual
+    origin = "given by caller" if md5 else "official CIFAR-10 MD5"
+    return archive, f"md5 {expected} verified ({origin})", expected
+
+
+def _check_local(path: Path, md5: str | None) -> tuple[str, str]:
+    """Verify (or just compute) a local archive's MD5; return (checksum words, actual MD5).
+
+    A local file is the user's own, so a mismatch raises but never deletes it.
+    """
+    actual = md5sum(path)
+    if md5 is None:
+        note = ", matches the official archive" if actual == OFFICIAL_MD5 else ""
+        return f"md5 {actual} computed; check skipped (local archive, no md5 given{note})", actual
+    if actual != md5:
+        raise DatasetError(f"{path}: MD5 mismatch: expected {md5}, got {actual}")
+    return f"md5 {md5} verified (given by caller)", actual
+
+
+def _install(dest: Path, fill: Callable[[Path], object], *, source: str, checksum: str, md5: str | None) -> dict[str, int]:
+    """Fill a temporary folder beside ``dest``, validate it, then rename it into place.
+
+    ``os.rename`` of a folder is atomic on one file system, so ``dest`` either
+    does not exist or is complete; a failure removes the temporary folder, and
+    one left by a killed process is removed by the next run (under the lock).
+    """
+    # Not tempfile.mkdtemp: its 0700 mode would make the dataset private to this user.
+    tmp = dest.parent / f"{_PARTIAL_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        records = validate(tmp)
+        _write_marker(tmp, source=source, checksum=checksum, md5=md5, records=records)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return records
+
+
+def _copy_folder(folder: Path, tmp: Path) -> None:
+    """Copy the known CIFAR-10 files of an extracted folder (validated afterwards)."""
+    for name in (*REQUIRED_FILES, *OPTIONAL_FILES):
+        if (folder / name).is_file():
+            shutil.copyfile(folder / name, tmp / name)
+
+
+def _validate_existing(dest: Path) -> dict[str, int]:
+    """Validate a folder found in place; add advice, since we never delete it ourselves."""
+    try:
+        return validate(dest)
+    except DatasetError as err:
+        raise DatasetError(f"{err} (the folder {dest} was already there and is not a valid CIFAR-10"
+                           " folder; remove it and run prepare again)") from err
+
+
+def _file_sizes(folder: Path) -> dict[str, int]:
+    return {name: (folder / name).stat().st_size for name in REQUIRED_FILES}
+
+
+def _write_marker(folder: Path, *, source: str, checksum: str, md5: str | None,
+                  records: dict[str, int]) -> None:
+    """Record where a ready folder came from, and the file sizes for the fast check."""
+    marker = {"source": source, "md5": md5, "checksum": checksum,
+              "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "records": records, "sizes": _file_sizes(folder)}
+    (folder / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n")
+
+
+def _ready_marker(dest: Path) -> dict | None:
+    """The marker of a ready folder whose files still have their recorded sizes, else None."""
+    try:
+        marker = json.loads((dest / MARKER_NAME).read_text())
+        if marker["sizes"] == _file_sizes(dest) and isinstance(marker["records"], dict):
+            return marker
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _recorded(marker: dict) -> str:
+    """The checksum words of a ready folder, marked as history, not a new check."""
+    return f"{marker.get('checksum', 'unknown')} [recorded when prepared, {marker.get('prepared_at', '?')}]"
+
+
+def _remove_partials(root: Path) -> None:
+    """Delete temporary folders that an interrupted earlier run left behind."""
+    for leftover in root.glob(_PARTIAL_PREFIX + "*"):
+        log.info("removing leftover %s from an interrupted run", leftover)
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _lock(root: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``root/.cifar-10-batches-bin.lock`` (POSIX; no-op elsewhere).
+
+    Every rank of a distributed job may call prepare at once; the lock makes one
+    extract while the others wait and then take the fast path.
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock
+        yield
+        return
+    try:
+        handle = open(root / f".{FOLDER_NAME}.lock", "a")
+    except OSError:  # a read-only dataset mount: nothing will be written there anyway
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+__all__ = [
+    "CLASSES", "DatasetError", "DownloadError", "FOLDER_NAME", "MARKER_NAME", "MINDSPORE_MIRROR_URL",
+    "OFFICIAL_MD5", "OFFICIAL_URL", "Prepared", "RECORD_BYTES", "TEST_FILES", "TRAIN_FILES",
+    "prepare", "prepare_dataset", "read_records", "validate", "split_counts", "extract_archive",
+]

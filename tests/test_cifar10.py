@@ -1,0 +1,393 @@
+"""Tests of msresnet.cifar10 (format, validation, safe extraction, prepare) and its CLI.
+
+Fake datasets are a few records per file, built in tmp_path, so everything but
+the two tests on the real local mirror runs in well under a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msresnet import cifar10
+from msresnet.cifar10 import (CLASSES, FOLDER_NAME, MARKER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES,
+                              DatasetError, prepare, prepare_dataset, read_records, validate)
+from msresnet.paths import REPO_ROOT
+from msresnet.prepare import main as cli_main
+
+MIRROR = REPO_ROOT.parent / "shared" / "data" / "cifar-10-binary.tar.gz"
+MIRROR_MD5 = "f589d28b67d6155e7dae07c1a46334ef"
+needs_mirror = pytest.mark.skipif(not MIRROR.is_file(), reason=f"local CIFAR-10 mirror not found at {MIRROR}")
+
+# Different record counts per file, so a count mix-up shows.
+COUNTS = {name: 2 + i for i, name in enumerate((*TRAIN_FILES, *TEST_FILES))}
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+def fake_files(seed: int = 0) -> dict[str, bytes]:
+    """The members of a tiny CIFAR-10 archive: right format, few records."""
+    rng = np.random.default_rng(seed)
+    files = {cifar10.META_FILE: ("\n".join(CLASSES) + "\n\n").encode(), "readme.html": b"<html></html>"}
+    for name, count in COUNTS.items():
+        raw = rng.integers(0, 256, (count, RECORD_BYTES), dtype=np.uint8)
+        raw[:, 0] = np.arange(count) % 10
+        files[name] = raw.tobytes()
+    return files
+
+
+def write_folder(folder: Path, files: dict[str, bytes] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in (files or fake_files()).items():
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def write_archive(path: Path, files: dict[str, bytes] | None = None,
+                  extra: list[tarfile.TarInfo] | None = None) -> Path:
+    """A .tar.gz with ``files`` under cifar-10-batches-bin/ plus any ``extra`` members."""
+    with tarfile.open(path, "w:gz") as tar:
+        top = tarfile.TarInfo(FOLDER_NAME)
+        top.type = tarfile.DIRTYPE
+        tar.addfile(top)
+        for info in extra or []:
+            data = b"evil" if info.isfile() else None
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+        for name, data in (files or fake_files()).items():
+            info = tarfile.TarInfo(f"{FOLDER_NAME}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    return write_archive(tmp_path / "cifar-10-binary.tar.gz")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temporary extraction folders left in ``root``."""
+    return sorted(p.name for p in root.glob(".*partial*"))
+
+
+# ---------------------------------------------------------------------------- reading
+
+def test_read_records_returns_hwc_images_and_labels(tmp_path: Path) -> None:
+    record = np.zeros(RECORD_BYTES, dtype=np.uint8)
+    record[0] = 7
+    planes = record[1:].reshape(3, 32, 32)
+    planes[0], planes[1], planes[2] = 10, 20, 30        # R, G, B planes
+    planes[0, 1, 2] = 255                               # red at row 1, column 2
+    other = np.full(RECORD_BYTES, 5, dtype=np.uint8)
+    path = tmp_path / "data_batch_1.bin"
+    path.write_bytes(other.tobytes() + record.tobytes() + other.tobytes())
+
+    images, labels = read_records(path, start=1, count=1)
+    assert images.shape == (1, 32, 32, 3) and images.dtype == np.uint8
+    assert labels.tolist() == [7] and labels.dtype == np.uint8
+    assert images[0, 0, 0].tolist() == [10, 20, 30]
+    assert images[0, 1, 2].tolist() == [255, 20, 30]
+    assert images[0, 2, 1].tolist() == [10, 20, 30]
+
+    images, labels = read_records(path)
+    assert images.shape == (3, 32, 32, 3) and labels.tolist() == [5, 7, 5]
+    with pytest.raises(DatasetError, match=r"data_batch_1\.bin: start=3 is outside the 3 records"):
+        read_records(path, start=3)
+
+
+# ---------------------------------------------------------------------------- validation
+
+def test_validate_reports_counts_per_file(tmp_path: Path) -> None:
+    counts = validate(write_folder(tmp_path / FOLDER_NAME))
+    assert counts == COUNTS
+    assert cifar10.split_counts(counts) == (2 + 3 + 4 + 5 + 6, 7)
+
+
+def test_truncated_file_is_named(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    path = folder / "data_batch_3.bin"
+    path.write_bytes(path.read_bytes()[:-1])
+    size = path.stat().st_size
+    with pytest.raises(DatasetError, match=rf"^data_batch_3\.bin: {size} bytes is not a whole number"
+                                           r" of 3073-byte records \(truncated\?\)$"):
+        validate(folder)
+
+
+def test_bad_label_is_named_with_its_record(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    path = folder / "test_batch.bin"
+    raw = bytearray(path.read_bytes())
+    raw[5 * RECORD_BYTES] = 12
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DatasetError, match=r"^test_batch\.bin: record 5 has label 12, expected 0-9"):
+        validate(folder)
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    (folder / "data_batch_4.bin").unlink()
+    with pytest.raises(DatasetError, match=rf"^missing data_batch_4\.bin in {folder}$"):
+        validate(folder)
+
+
+def test_wrong_class_list_is_named(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    (folder / "batches.meta.txt").write_text("cat\ndog\n")
+    with pytest.raises(DatasetError, match=r"^batches\.meta\.txt: expected the class names airplane"):
+        validate(folder)
+
+
+def test_empty_file_is_named(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    (folder / "data_batch_2.bin").write_bytes(b"")
+    with pytest.raises(DatasetError, match=r"^data_batch_2\.bin: 0 bytes .* \(empty file\)"):
+        validate(folder)
+
+
+# ---------------------------------------------------------------------------- prepare: sources
+
+def test_prepare_extracts_a_local_archive(archive: Path, root: Path) -> None:
+    report = prepare_dataset(archive, root, progress=False)
+    folder = root / FOLDER_NAME
+    assert report.folder == folder and report.action == "extracted"
+    assert validate(folder) == COUNTS == report.records
+    actual = hashlib.md5(archive.read_bytes()).hexdigest()
+    assert report.checksum == f"md5 {actual} computed; check skipped (local archive, no md5 given)"
+    assert (folder / "readme.html").is_file()
+    marker = json.loads((folder / MARKER_NAME).read_text())
+    assert marker["source"] == str(archive) and marker["md5"] == actual
+    assert leftovers(root) == []
+    probe = root / "probe"
+    probe.mkdir()  # the folder gets the usual permissions (umask), not mkdtemp's private 0700
+    assert folder.stat().st_mode & 0o777 == probe.stat().st_mode & 0o777
+
+
+def test_prepare_verifies_a_given_md5(archive: Path, root: Path) -> None:
+    actual = hashlib.md5(archive.read_bytes()).hexdigest()
+    report = prepare_dataset(archive, root, md5=actual.upper(), progress=False)
+    assert report.checksum == f"md5 {actual} verified (given by caller)"
+
+
+def test_prepare_wrong_md5_names_expected_and_actual(archive: Path, root: Path) -> None:
+    actual = hashlib.md5(archive.read_bytes()).hexdigest()
+    with pytest.raises(DatasetError) as info:
+        prepare(archive, root, md5="0123456789abcdef0123456789abcdef", progress=False)
+    assert str(info.value) == (f"{archive}: MD5 mismatch: expected 0123456789abcdef0123456789abcdef,"
+                               f" got {actual}")
+    assert archive.exists()  # the user's own file is never deleted
+    assert not (root / FOLDER_NAME).exists()
+
+
+def test_prepare_copies_an_extracted_folder(tmp_path: Path, root: Path) -> None:
+    source = write_folder(tmp_path / "elsewhere" / FOLDER_NAME)
+    for given in (source.parent, source):  # the folder that contains it, or the folder itself
+        report = prepare_dataset(given, root, progress=False)
+        assert report.action == "copied from folder" and report.records == COUNTS
+        assert (root / FOLDER_NAME / "data_batch_5.bin").read_bytes() == (source / "data_batch_5.bin").read_bytes()
+        (root / FOLDER_NAME / MARKER_NAME).unlink()
+        for path in (root / FOLDER_NAME).iterdir():
+            path.unlink()
+        (root / FOLDER_NAME).rmdir()
+
+
+def test_prepare_broken_source_folder_names_it(tmp_path: Path, root: Path) -> None:
+    source = write_folder(tmp_path / "elsewhere" / FOLDER_NAME)
+    (source / "test_batch.bin").unlink()
+    with pytest.raises(DatasetError, match=rf"^missing test_batch\.bin in {source}$"):
+        prepare(source, root, progress=False)
+    assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
+
+
+def test_prepare_missing_source(tmp_path: Path, root: Path) -> None:
+    with pytest.raises(DatasetError, match="source not found: .*nope.tar.gz"):
+        prepare(tmp_path / "nope.tar.gz", root, progress=False)
+
+
+def test_truncated_archive_is_reported(archive: Path, root: Path) -> None:
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match=r"cifar-10-binary\.tar\.gz: not a readable \.tar\.gz archive"):
+        prepare(archive, root, progress=False)
+    assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
+
+
+def test_archive_missing_a_member_is_reported(tmp_path: Path, root: Path) -> None:
+    files = fake_files()
+    del files["data_batch_4.bin"]
+    archive = write_archive(tmp_path / "a.tar.gz", files)
+    with pytest.raises(DatasetError, match=r"^a\.tar\.gz: missing data_batch_4\.bin in the archive$"):
+        prepare(archive, root, progress=False)
+    assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
+
+
+# ---------------------------------------------------------------------------- extraction safety
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    return info
+
+
+@pytest.mark.parametrize(("member", "message"), [
+    (_member(f"{FOLDER_NAME}/../evil"), r"refusing unsafe member path 'cifar-10-batches-bin/\.\./evil'"),
+    (_member("../evil"), r"refusing unsafe member path '\.\./evil'"),
+    (_member("/tmp/evil"), r"refusing unsafe member path '/tmp/evil'"),
+    (_member(f"{FOLDER_NAME}/data_batch_1.bin", tarfile.SYMTYPE, "/etc/passwd"),
+     r"refusing link member 'cifar-10-batches-bin/data_batch_1\.bin' -> '/etc/passwd'"),
+    (_member(f"{FOLDER_NAME}/evil", tarfile.LNKTYPE, "/etc/passwd"), "refusing link member"),
+    (_member(f"{FOLDER_NAME}/evil", tarfile.CHRTYPE), "refusing special member"),
+    (_member(f"{FOLDER_NAME}/evil", tarfile.FIFOTYPE), "refusing special member"),
+    (_member(f"{FOLDER_NAME}/evil.sh"), r"unexpected member 'cifar-10-batches-bin/evil\.sh'"),
+    (_member(f"{FOLDER_NAME}/sub", tarfile.DIRTYPE), "unexpected member 'cifar-10-batches-bin/sub'"),
+])
+def test_unsafe_members_are_refused_and_nothing_is_left(tmp_path: Path, root: Path,
+                                                        member: tarfile.TarInfo, message: str) -> None:
+    archive = write_archive(tmp_path / "evil.tar.gz", extra=[member])
+    with tarfile.open(archive) as tar:  # the crafted name really is in the archive
+        assert member.name in tar.getnames()
+    with pytest.raises(DatasetError, match=rf"^evil\.tar\.gz: {message}"):
+        prepare(archive, root, progress=False)
+    assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
+    assert not list(tmp_path.rglob("evil")) and not Path("/tmp/evil").exists()
+
+
+def test_duplicate_member_is_refused(tmp_path: Path, root: Path) -> None:
+    duplicate = _member(f"{FOLDER_NAME}/test_batch.bin")
+    archive = write_archive(tmp_path / "dup.tar.gz", extra=[duplicate])
+    with pytest.raises(DatasetError, match="appears twice"):
+        prepare(archive, root, progress=False)
+    assert not (root / FOLDER_NAME).exists()
+
+
+# ---------------------------------------------------------------------------- atomicity, idempotence
+
+def test_crash_mid_extraction_leaves_nothing(archive: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_copy = cifar10._copy_member
+    calls: list[Path] = []
+
+    def crash_on_third(source, target: Path) -> None:  # type: ignore[no-untyped-def]
+        calls.append(target)
+        if len(calls) == 3:
+            raise OSError("simulated crash: disk full")
+        real_copy(source, target)
+
+    monkeypatch.setattr(cifar10, "_copy_member", crash_on_third)
+    with pytest.raises(OSError, match="simulated crash"):
+        prepare(archive, root, progress=False)
+    assert len(calls) == 3
+    assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
+
+
+def test_leftover_from_a_killed_run_is_cleaned(archive: Path, root: Path) -> None:
+    killed = root / f".{FOLDER_NAME}.partial-999-deadbeef"
+    write_folder(killed)
+    (killed / "data_batch_1.bin").write_bytes(b"half")
+    prepare(archive, root, progress=False)
+    assert leftovers(root) == []
+    assert validate(root / FOLDER_NAME) == COUNTS
+
+
+def test_second_call_does_nothing(archive: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = prepare(archive, root, progress=False)
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the second call re-did the work")
+
+    for name in ("extract_archive", "validate", "check_bin", "md5sum", "_lock"):
+        monkeypatch.setattr(cifar10, name, must_not_run)  # _lock too: read-only mounts must work
+    report = prepare_dataset(archive, root, progress=False)
+    assert report.action == "already prepared" and report.records == COUNTS
+    assert "[recorded when prepared," in report.checksum
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+
+
+def test_ready_folder_damaged_later_is_not_trusted(archive: Path, root: Path) -> None:
+    folder = prepare(archive, root, progress=False)
+    path = folder / "data_batch_2.bin"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(DatasetError, match=r"^data_batch_2\.bin: .* \(truncated\?\) \(the folder .* remove it"):
+        prepare(archive, root, progress=False)
+    assert path.exists()  # reported, not deleted
+
+
+def test_folder_extracted_by_hand_is_accepted_and_marked(root: Path, archive: Path) -> None:
+    folder = write_folder(root / FOLDER_NAME)
+    report = prepare_dataset(archive, root, progress=False)
+    assert report.action == "validated existing folder" and report.records == COUNTS
+    assert json.loads((folder / MARKER_NAME).read_text())["source"] == "existing folder"
+    assert prepare_dataset(archive, root, progress=False).action == "already prepared"
+
+
+def test_concurrent_callers_extract_once(archive: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_extract = cifar10.extract_archive
+    extractions: list[Path] = []
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        extractions.append(args[0])
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(cifar10, "extract_archive", counting)
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(
+        prepare_dataset(archive, root, progress=False).action)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == ["already prepared"] * 3 + ["extracted"]
+    assert len(extractions) == 1
+
+
+# ---------------------------------------------------------------------------- command line
+
+def test_cli_error_is_one_clear_line(archive: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli_main(["--source", str(archive), "--root", str(root), "--md5", "0" * 32, "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith(f"error: {archive}: MD5 mismatch: expected {'0' * 32}, got ")
+    assert "Traceback" not in err
+
+
+@needs_mirror
+def test_cli_on_the_local_mirror(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "msresnet.prepare", "--source", str(MIRROR), "--root", str(tmp_path),
+               "--md5", MIRROR_MD5, "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        f"source:   {MIRROR}",
+        f"checksum: md5 {MIRROR_MD5} verified (given by caller)",
+        f"folder:   {tmp_path / FOLDER_NAME} (50000 train + 10000 test records)",
+        first.stdout.splitlines()[3],
+    ]
+    assert first.stdout.splitlines()[3].startswith("action:   extracted in ")
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert second.returncode == 0 and "action:   already prepared" in second.stdout
+
+
+@needs_mirror
+def test_prepare_on_the_local_mirror(tmp_path: Path) -> None:
+    folder = prepare(MIRROR, tmp_path, md5=MIRROR_MD5, progress=False)
+    counts = validate(folder)
+    assert cifar10.split_counts(counts) == (50_000, 10_000)
+    assert all(count == 10_000 for count in counts.values())
