@@ -1,0 +1,460 @@
+"""Typed training configuration, loaded from the YAML profiles in ``configs/``.
+
+A run is described by one :class:`Config`. The four shipped profiles are
+``configs/smoke.yaml`` (CI: seconds on a CPU), ``configs/cpu.yaml`` (a real run on
+a 2-core CPU), ``configs/gpu.yaml`` and ``configs/ascend.yaml`` (the MindSpore
+models repo's ResNet50/CIFAR-10 recipe, ``official/cv/ResNet/config/
+resnet50_cifar10_config.yaml``). ``Config()`` with no arguments *is* that recipe,
+on Ascend as in the repo's yaml; a YAML file sets the keys it names on top of it.
+
+Everything is checked when the config is built, so a typo fails at once with one
+:class:`ConfigError` naming the key, the value and where it came from, instead of
+an hour into training::
+
+    batch_size: must be a positive integer, got 0 (in configs/smoke.yaml)
+    unknown key 'batchsize' (did you mean 'batch_size'?) (in overrides)
+
+Why not argparse or the models repo's ``model_utils/config.py``? Both take whatever
+keys and types they are given: a misspelt key there silently becomes a new
+attribute and the intended one keeps its default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from msresnet.lr_schedule import SCHEDULES
+from msresnet.paths import CONFIG_DIR, REPO_ROOT
+
+PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
+DEVICE_TARGETS = ("CPU", "GPU", "Ascend")
+MODES = ("graph", "pynative")
+STEMS = ("imagenet", "cifar")
+AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
+CIFAR10_TRAIN_IMAGES = 50_000
+CIFAR10_TEST_IMAGES = 10_000
+# The same archive as msresnet.cifar10.OFFICIAL_URL (kept here so that reading a
+# config never imports the dataset code).
+DEFAULT_DATA_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+
+
+class ConfigError(ValueError):
+    """A config key is unknown, of the wrong type or out of range.
+
+    ``key``, ``value`` and ``source`` (e.g. ``"configs/smoke.yaml"``) are kept as
+    attributes for programs; the message names all three for people.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, value: Any = None,
+                 source: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.value = value
+        self.source = source
+
+
+# --------------------------------------------------------------------------- rules
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    """What a value must be: ``expect`` completes "must be ...", ``ok`` checks it."""
+
+    expect: str
+    ok: Callable[[Any], bool] = lambda value: True
+
+
+def _positive_int(upper: int | None = None, *, optional: bool = False) -> _Rule:
+    text = "a positive integer" if upper is None else f"an integer from 1 to {upper}"
+    return _Rule(text + (" or null" if optional else ""),
+                 lambda v: v is None or (v >= 1 and (upper is None or v <= upper)))
+
+
+def _int_at_least(minimum: int) -> _Rule:
+    return _Rule(f"an integer >= {minimum}", lambda v: v >= minimum)
+
+
+def _number(low: float, high: float | None = None, *, low_open: bool = False,
+            high_open: bool = True) -> _Rule:
+    text = f"a number {'>' if low_open else '>='} {low:g}"
+    if high is not None:
+        text += f" and {'<' if high_open else '<='} {high:g}"
+
+    def ok(v: float) -> bool:
+        if not math.isfinite(v) or v < low or (low_open and v == low):
+            return False
+        return high is None or v < high or (not high_open and v == high)
+    return _Rule(text, ok)
+
+
+def _choice(options: Sequence[str]) -> _Rule:
+    return _Rule("one of " + ", ".join(repr(o) for o in options), lambda v: v in options)
+
+
+_NON_EMPTY = _Rule("a non-empty string", lambda v: v.strip() != "")
+_OPTIONAL_NON_EMPTY = _Rule("a non-empty string or null", lambda v: v is None or v.strip() != "")
+_MD5 = _Rule("an MD5 checksum (32 hex digits) or null",
+             lambda v: v is None or re.fullmatch(r"[0-9a-fA-F]{32}", v) is not None)
+_SEED = _Rule("an integer from 0 to 2**32 - 1", lambda v: 0 <= v < 2**32)
+
+
+def _field(default: Any, rule: _Rule, help: str) -> Any:  # noqa: A002 - "help" reads best
+    return dataclasses.field(default=default, metadata={"rule": rule, "help": help})
+
+
+# --------------------------------------------------------------------------- Config
+@dataclasses.dataclass
+class Config:
+    """One training run. Defaults are the models repo's ResNet50/CIFAR-10 recipe.
+
+    Build it with :func:`load_config`; constructing it directly also validates.
+    ``field.metadata["help"]`` says what each field does.
+    """
+
+    profile: str = _field("default", _NON_EMPTY,
+                          "name of the profile (the YAML file's name unless it sets one)")
+    device_target: str = _field("Ascend", _choice(DEVICE_TARGETS),
+                                "MindSpore device: CPU, GPU or Ascend")
+    mode: str = _field("graph", _choice(MODES),
+                       "graph (compiled, fast) or pynative (eager, easy to debug)")
+    data_url: str = _field(DEFAULT_DATA_URL, _NON_EMPTY,
+                           "where CIFAR-10 comes from: https URL, local .tar.gz or folder")
+    data_md5: str | None = _field(None, _MD5,
+                                  "expected MD5 of the archive; null: the official one "
+                                  "for the official URL, else not checked")
+    data_dir: str = _field("data", _NON_EMPTY,
+                           "folder that contains cifar-10-batches-bin (relative to the "
+                           "working directory)")
+    output_dir: str = _field("runs/default", _NON_EMPTY,
+                             "where checkpoints and logs go (relative to the working "
+                             "directory)")
+    image_size: int = _field(224, _int_at_least(32),
+                             "side of the square network input; 32 keeps CIFAR-10's size")
+    stem: str = _field("imagenet", _choice(STEMS),
+                       "imagenet: 7x7/2 conv + max pool; cifar: 3x3/1 conv, no pool")
+    num_classes: int = _field(10, _int_at_least(2), "number of classes (CIFAR-10: 10)")
+    batch_size: int = _field(32, _positive_int(), "images per step (per device)")
+    epoch_size: int = _field(90, _positive_int(), "training epochs")
+    train_samples: int | None = _field(
+        None, _positive_int(CIFAR10_TRAIN_IMAGES, optional=True),
+        "train on the first N training images; null: all 50,000")
+    eval_samples: int | None = _field(
+        None, _positive_int(CIFAR10_TEST_IMAGES, optional=True),
+        "evaluate on the first N test images; null: all 10,000")
+    num_workers: int | None = _field(None, _positive_int(optional=True),
+                                     "data pipeline workers; null: chosen for the "
+                                     "machine (never above the CPU count)")
+    lr_schedule: str = _field("poly", _choice(SCHEDULES),
+                              "decay after warmup: steps, poly, cosine, linear or constant")
+    lr_init: float = _field(0.01, _number(0), "learning rate at the first warmup step")
+    lr_max: float = _field(0.1, _number(0, low_open=True),
+                           "peak learning rate, reached when warmup ends")
+    lr_end: float = _field(0.00001, _number(0), "learning rate the decay ends at")
+    warmup_epochs: int = _field(5, _int_at_least(0),
+                                "epochs of linear warmup from lr_init to lr_max")
+    momentum: float = _field(0.9, _number(0, 1), "SGD momentum")
+    weight_decay: float = _field(0.0001, _number(0),
+                                 "L2 weight decay (not applied to BatchNorm and biases)")
+    loss_scale: float = _field(1024.0, _number(1),
+                               "fixed loss scale for float16 training; 1: none")
+    amp_level: str = _field("O3", _choice(AMP_LEVELS),
+                            "mixed precision: O0 float32, O2/O3 float16 (GPU/Ascend)")
+    label_smoothing: float = _field(0.0, _number(0, 1),
+                                    "label smoothing factor; 0: plain cross-entropy")
+    save_checkpoint_epochs: int = _field(5, _positive_int(), "save a checkpoint every N epochs")
+    keep_checkpoint_max: int = _field(10, _positive_int(), "keep at most N checkpoints")
+    valid_frequency: int = _field(1, _positive_int(), "evaluate every N epochs")
+    seed: int = _field(1, _SEED, "random seed (weights, shuffling, augmentation)")
+    resume_from: str | None = _field(None, _OPTIONAL_NON_EMPTY,
+                                     "checkpoint to resume from; null: start fresh")
+
+    def __post_init__(self) -> None:
+        values = _check_values(self.__dict__, lambda key: "Config(...)")
+        self.__dict__.update(values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, in declaration order, as plain Python values."""
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        """The config as YAML that :func:`load_config` reads back to an equal Config
+        (e.g. to save next to a run's checkpoints)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Config)}
+_HINTS: dict[str, Any] = typing.get_type_hints(Config)
+
+
+def _describe(value: Any) -> str:
+    return "null" if value is None else repr(value)
+
+
+def _base_type(name: str) -> tuple[type, bool]:
+    """The field's type without ``| None``, and whether None is allowed."""
+    hint = _HINTS[name]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0], True
+    return hint, False
+
+
+def _fail(key: str, problem: str, value: Any, source: str, hint: str = "") -> typing.NoReturn:
+    raise ConfigError(f"{key}: {problem}, got {_describe(value)}{hint} (in {source})",
+                      key=key, value=value, source=source)
+
+
+def _check_value(key: str, value: Any, source: str) -> Any:
+    """The value, type-checked (ints accepted as floats) and range-checked."""
+    rule: _Rule = FIELDS[key].metadata["rule"]
+    base, optional = _base_type(key)
+    if value is None:
+        if optional:
+            return None
+        _fail(key, f"must be {rule.expect}", value, source)
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if base is int and isinstance(value, bool) or not isinstance(value, base):
+        _fail(key, f"must be {rule.expect}", value, source)
+    if not rule.ok(value):
+        hint = _suggest(value, _choices_of(rule)) if isinstance(value, str) else ""
+        _fail(key, f"must be {rule.expect}", value, source, hint)
+    return value
+
+
+def _choices_of(rule: _Rule) -> list[str]:
+    return re.findall(r"'([^']*)'", rule.expect) if rule.expect.startswith("one of") else []
+
+
+def _suggest(word: str, candidates: Iterable[str]) -> str:
+    candidates = list(candidates)
+    folded = [c for c in candidates if c.casefold() == word.casefold()]
+    close = folded or difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) -> dict[str, Any]:
+    """Check every field, then the rules that tie fields together; first error wins."""
+    checked = {key: _check_value(key, values[key], source_of(key)) for key in FIELDS}
+
+    def over(key: str, other: str, problem: str) -> None:
+        limit = _describe(checked[other])
+        if source_of(other) != source_of(key):
+            limit += f", from {source_of(other)}"
+        _fail(key, problem.format(other=other, limit=limit), checked[key], source_of(key))
+
+    if checked["lr_init"] > checked["lr_max"]:
+        over("lr_init", "lr_max", "must not exceed {other} ({limit})")
+    if checked["lr_end"] > checked["lr_max"]:
+        over("lr_end", "lr_max", "must not exceed {other} ({limit})")
+    if checked["warmup_epochs"] > checked["epoch_size"]:
+        over("warmup_epochs", "epoch_size", "must not exceed {other} ({limit})")
+    if checked["train_samples"] is not None and checked["train_samples"] < checked["batch_size"]:
+        over("train_samples", "batch_size",
+             "must be at least {other} ({limit}) so that one full batch exists")
+    return checked
+
+
+# --------------------------------------------------------------------------- loading
+class Overrides(dict):
+    """A dict of overrides that remembers where it came from (for error messages)."""
+
+    def __init__(self, values: Mapping[str, Any] = (), source: str = "overrides") -> None:
+        super().__init__(values)
+        self.source = source
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus: ``1e-5`` is a float (YAML 1.1 wants ``1.0e-5``,
+    so plain PyYAML returns the string '1e-5'), and duplicate keys are errors."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:
+    """Names of the profiles in ``configs/`` (file names without ``.yaml``)."""
+    return sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
+
+
+def _display_path(path: Path) -> str:
+    """The path relative to the repository when inside it (stable in messages)."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _resolve(profile_or_path: str | os.PathLike) -> Path:
+    text = os.fspath(profile_or_path)
+    looks_like_path = (isinstance(profile_or_path, os.PathLike) or text.endswith((".yaml", ".yml"))
+                       or "/" in text or os.sep in text)
+    if looks_like_path:
+        path = Path(text)
+        if not path.is_file():
+            raise ConfigError(f"profile: no such file {text!r}", key="profile", value=text)
+        return path
+    path = CONFIG_DIR / f"{text}.yaml"
+    if not path.is_file():
+        names = available_profiles()
+        raise ConfigError(f"profile: unknown profile {text!r}{_suggest(text, names)}; "
+                          f"available: {', '.join(names)} (in {_display_path(CONFIG_DIR)}/)",
+                          key="profile", value=text)
+    return path
+
+
+def _read_yaml(path: Path, source: str) -> dict[str, Any]:
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}", source=source) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: must be a mapping of keys to values, "
+                          f"got {type(data).__name__}", source=source)
+    return data
+
+
+def _check_key(key: Any, source: str) -> str:
+    if not isinstance(key, str) or key not in FIELDS:
+        hint = _suggest(key, FIELDS) if isinstance(key, str) else ""
+        if not hint:
+            hint = "; known keys: " + ", ".join(FIELDS)
+        raise ConfigError(f"unknown key {key!r}{hint} (in {source})", key=str(key),
+                          source=source)
+    return key
+
+
+def load_config(profile_or_path: str | os.PathLike = "smoke",
+                overrides: Mapping[str, Any] | None = None) -> Config:
+    """The config of a profile (``"smoke"``, ``"cpu"``, ``"gpu"``, ``"ascend"``) or of
+    a YAML file (a path ending in ``.yaml``), with ``overrides`` applied on top.
+
+    Overrides take Python values (a notebook's papermill parameters, or
+    :func:`parse_overrides` for the command line); ``None`` is only valid for the
+    fields that allow null. ``profile`` may appear in overrides only with the name
+    being loaded. Raises :class:`ConfigError` naming the first bad key.
+    """
+    path = _resolve(profile_or_path)
+    source = _display_path(path)
+    values = {name: f.default for name, f in FIELDS.items()}
+    origin = {name: "defaults" for name in FIELDS}
+    values["profile"] = path.stem
+    for key, value in _read_yaml(path, source).items():
+        values[_check_key(key, source)] = value
+        origin[key] = source
+
+    overrides = overrides if overrides is not None else {}
+    override_source = getattr(overrides, "source", "overrides")
+    for key, value in overrides.items():
+        _check_key(key, override_source)
+        if key == "profile" and value != values["profile"]:
+            _fail(key, f"must be the profile being loaded ({values['profile']!r}); "
+                       "pass another profile as load_config's first argument",
+                  value, override_source)
+        values[key] = value
+        origin[key] = override_source
+    return Config(**_check_values(values, origin.__getitem__))
+
+
+_NULL = {"none", "null", "~"}
+
+
+def _from_text(key: str, text: str, source: str) -> Any:
+    """Convert one command-line string to the type of field ``key``."""
+    base, optional = _base_type(key)
+    if optional and text.strip().lower() in _NULL:
+        return None
+    if base not in (int, float, str):  # e.g. bool("false") is True: convert explicitly
+        raise TypeError(f"{key}: no command-line conversion for {base.__name__} fields")
+    try:
+        return base(text)  # int("64"), float("1e-5"), str(...)
+    except ValueError:
+        _fail(key, f"must be {FIELDS[key].metadata['rule'].expect}", text, source)
+
+
+def parse_overrides(args: Sequence[str], source: str = "command-line arguments") -> Overrides:
+    """``["--batch_size", "64", "--lr_end=0", "--train_samples", "none"]`` -> typed dict.
+
+    Each ``--key`` must be a Config field (``-`` may stand for ``_``), followed by its
+    value or written ``--key=value``. Values are converted to the field's type;
+    ``none``/``null`` give None for fields that allow it. Ranges are checked when the
+    result is passed to :func:`load_config`. A key given twice keeps the last value.
+    """
+    result = Overrides(source=source)
+    items = list(args)
+    index = 0
+    while index < len(items):
+        token = items[index]
+        if not token.startswith("--") or token == "--":
+            raise ConfigError(f"expected --key, got {token!r} (in {source})", source=source)
+        name, has_value, text = token[2:].partition("=")
+        key = _check_key(name.replace("-", "_"), source)
+        if not has_value:
+            index += 1
+            if index == len(items):
+                raise ConfigError(f"{key}: missing value after {token} (in {source})",
+                                  key=key, source=source)
+            text = items[index]
+        result[key] = _from_text(key, text, source)
+        index += 1
+    return result
+
+
+# --------------------------------------------------------------------------- tables
+def _cell(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def profiles_table(names: Sequence[str] = PROFILES, *, differences_only: bool = False,
+                   with_help: bool = False) -> list[list[str]]:
+    """Rows comparing profiles, header first: ``["key", *names]`` (``+ ["meaning"]``).
+
+    One row per Config field (``profile`` is the header). ``differences_only`` keeps
+    the rows where the profiles disagree.
+    """
+    configs = [load_config(name) for name in names]
+    header = ["key", *names] + (["meaning"] if with_help else [])
+    rows = [header]
+    for key, field in FIELDS.items():
+        if key == "profile":
+            continue
+        cells = [_cell(getattr(config, key)) for config in configs]
+        if differences_only and len(set(cells)) == 1:
+            continue
+        rows.append([key, *cells] + ([field.metadata["help"]] if with_help else []))
+    return rows
+
+
+def markdown_table(rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub/MyST markdown table; the first row is the header."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    header, *body = rows
+    return "\n".join([line(header), line(["---"] * len(header)), *map(line, body)])
