@@ -1,0 +1,282 @@
+"""A ModelArts-style training job: stage data from OBS, train, upload the results.
+
+::
+
+    python -m msresnet.job --data_url obs://bucket/cifar10/ --train_url obs://bucket/runs/r1/ \\
+        [--config PROFILE_OR_YAML] [--cache_dir DIR] [--KEY VALUE ...]
+
+What a ModelArts training job does with MoXing, with open tools (:mod:`msresnet.staging`):
+
+1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
+   ``cifar-10-batches-bin/``, or the archive itself) is copied to
+   ``<cache_dir>/input`` by one process per node (:func:`msresnet.sync.sync_data`);
+2. :func:`msresnet.cifar10.prepare` extracts/validates it into ``<cache_dir>/data``;
+3. :func:`msresnet.train.train` trains with ``output_dir = <cache_dir>/output``;
+4. rank 0 uploads that folder (checkpoints, ``best.ckpt``, history, ``train.log``,
+   ``job.log``, ``result.json``) to ``--train_url``.
+
+The platform adds arguments of its own (``--init_method``, ``--num_gpus``, ...):
+arguments that are Config fields become config overrides, anything else is
+ignored with a note in the log. ``cache_dir`` defaults to ``/cache`` (the node's
+local SSD on ModelArts) when it exists and is writable, else a folder in the
+system's temp folder. Credentials and endpoint come from the environment only
+(:data:`msresnet.staging.ENVIRONMENT`); the log names the endpoint, never a key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msresnet import staging
+from msresnet.sync import sync_data
+
+log = logging.getLogger("msresnet.job")
+
+JOB_LOG = "job.log"
+# Config fields the job sets itself (they point into the cache folder).
+JOB_OWNED_FIELDS = ("data_dir", "output_dir", "data_url")
+EXIT_USAGE, EXIT_STAGING, EXIT_TRAINING = 2, 3, 1
+
+
+@dataclass
+class JobArguments:
+    """The parsed command line."""
+
+    data_url: str
+    train_url: str
+    config: str = "smoke"
+    cache_dir: Path | None = None
+    threads: int = 8
+    sync_timeout: float = 3600.0
+    progress: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)  # names of ignored arguments
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m msresnet.job", allow_abbrev=False,
+        description="Stage CIFAR-10 from object storage, train ResNet50, upload the "
+                    "results. Extra --KEY VALUE pairs that are config fields override "
+                    "the profile; other extra arguments are ignored.")
+    parser.add_argument("--data_url", required=True,
+                        help="dataset folder or archive: obs://, s3://, file:// or a path")
+    parser.add_argument("--train_url", required=True,
+                        help="where outputs go: obs://, s3://, file:// or a path")
+    parser.add_argument("--config", default="smoke",
+                        help="profile name (smoke, cpu, gpu, ascend) or YAML path")
+    parser.add_argument("--cache_dir", type=Path, default=None,
+                        help="local staging folder (default /cache if writable)")
+    parser.add_argument("--threads", type=int, default=8, help="parallel transfers")
+    parser.add_argument("--sync_timeout", type=float, default=3600.0,
+                        help="seconds the other processes of a node wait for the copy")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars (default: when stderr is a terminal)")
+    return parser
+
+
+def split_extra(extra: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split unknown arguments into Config overrides (as ``--key value`` tokens)
+    and the names of arguments to ignore. ``--key=value``, ``--key value`` and bare
+    flags (``--foo`` followed by another option) are understood."""
+    from msresnet.config import FIELDS
+
+    overrides: list[str] = []
+    ignored: list[str] = []
+    index = 0
+    while index < len(extra):
+        token = extra[index]
+        index += 1
+        if not token.startswith("--") or token == "--":
+            ignored.append(token if not token.startswith("-") else token.split("=")[0])
+            continue
+        name, has_value, value = token[2:].partition("=")
+        if not has_value:
+            if index < len(extra) and not extra[index].startswith("--"):
+                value, index = extra[index], index + 1
+            else:
+                value = None
+        key = name.replace("-", "_")
+        if key in FIELDS and key not in JOB_OWNED_FIELDS and value is not None:
+            overrides += [f"--{key}", value]
+        else:
+            ignored.append(f"--{name}")
+    return overrides, ignored
+
+
+def parse_arguments(argv: Sequence[str]) -> JobArguments:
+    """Parse the job's options; raises ``msresnet.config.ConfigError`` for a bad
+    override and ``SystemExit`` (argparse) for missing/invalid job options."""
+    from msresnet.config import parse_overrides
+
+    known, extra = _parser().parse_known_args(list(argv))
+    override_tokens, ignored = split_extra(extra)
+    overrides = dict(parse_overrides(override_tokens, source="job arguments"))
+    progress = known.progress
+    if progress is None:
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return JobArguments(
+        data_url=known.data_url, train_url=known.train_url, config=known.config,
+        cache_dir=known.cache_dir, threads=known.threads, sync_timeout=known.sync_timeout,
+        progress=progress, overrides=overrides, ignored=ignored)
+
+
+def default_cache_dir(candidate: Path = Path("/cache")) -> Path:
+    """``/cache`` when it exists and is writable (ModelArts), else ``$TMPDIR/msresnet-cache``."""
+    if candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
+        return candidate
+    return Path(tempfile.gettempdir()) / "msresnet-cache"
+
+
+def find_dataset_source(staged: Path) -> Path:
+    """What to hand :func:`msresnet.cifar10.prepare` in the staged input: the archive
+    itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
+    from msresnet.cifar10 import FOLDER_NAME, TRAIN_FILES
+
+    if staged.is_file():
+        return staged
+    if (staged / FOLDER_NAME).is_dir() or (staged / TRAIN_FILES[0]).is_file():
+        return staged
+    archives = sorted(p for p in staged.iterdir() if p.name.endswith((".tar.gz", ".tgz")))
+    if len(archives) == 1:
+        return archives[0]
+    found = ", ".join(sorted(p.name for p in staged.iterdir())) or "nothing"
+    raise staging.StagingError(
+        f"--data_url holds no CIFAR-10 data: expected {FOLDER_NAME}/, its .bin files or "
+        f"one .tar.gz archive, found {found}")
+
+
+def _setup_logging(log_file: Path | None) -> list[logging.Handler]:
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    root = logging.getLogger("msresnet")
+    root.setLevel(logging.INFO)
+    for handler in handlers:
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    return handlers
+
+
+def _environment_note() -> str:
+    settings = staging.StoreSettings.from_env()
+    creds = "set" if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get(
+        "AWS_SECRET_ACCESS_KEY") else "missing"
+    return (f"endpoint {settings.endpoint or 'AWS default'}, region "
+            f"{settings.region or 'default'}, credentials {creds} (AWS_ACCESS_KEY_ID/"
+            "AWS_SECRET_ACCESS_KEY)")
+
+
+def run(args: JobArguments) -> dict[str, Any]:
+    """Stage, prepare, train, upload. Returns the summary printed by :func:`main`."""
+    from msresnet.cifar10 import prepare
+    from msresnet.config import load_config
+    from msresnet.distributed import rank_info
+    from msresnet.train import train
+
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    input_dir, data_dir, output_dir = cache / "input", cache / "data", cache / "output"
+    overrides = {**args.overrides, "data_dir": str(data_dir), "output_dir": str(output_dir)}
+    config = load_config(args.config, overrides)  # config errors before any transfer
+    log.info("profile %s; cache folder %s", config.profile, cache)
+    for name in args.ignored:
+        log.info("ignoring argument %s (not a job option or config field)", name)
+    if args.overrides:
+        log.info("config overrides from the command line: %s",
+                 ", ".join(f"{k}={v}" for k, v in args.overrides.items()))
+    log.info("object store: %s", _environment_note())
+
+    # 1. stage: one process per node copies, the others wait
+    if staging.is_directory(args.data_url):
+        staged = input_dir
+    else:
+        name = staging.parse_url(args.data_url).key.rstrip("/").rsplit("/", 1)[-1]
+        staged = input_dir / os.path.basename(name)
+    synced = sync_data(args.data_url, staged, timeout=args.sync_timeout,
+                       lock_dir=cache, threads=args.threads, progress=args.progress)
+    log.info("staged %s -> %s: %s", args.data_url, staged,
+             "copied here" if synced.owner else f"copied by another process "
+             f"(waited {synced.waited:.1f} s)")
+    if synced.owner:
+        rate = (synced.bytes or 0) / 1e6 / synced.seconds if synced.seconds else 0.0
+        log.info("staging: %s copied, %s skipped, %s bytes in %.1f s (%.1f MB/s)",
+                 synced.copied, synced.skipped, f"{synced.bytes:,}", synced.seconds or 0.0, rate)
+
+    # 2. prepare (extract + validate; safe to call from every process)
+    source = find_dataset_source(staged)
+    folder = prepare(source, root=data_dir, md5=config.data_md5 if source.is_file() else None,
+                     progress=args.progress)
+    log.info("dataset ready: %s", folder)
+
+    # 3. train
+    result = train(config, progress=args.progress)
+    best = result.best or {}
+    summary: dict[str, Any] = {
+        "train_url": args.train_url, "epochs": result.epochs, "steps": result.steps,
+        "final_loss": result.final_loss, "best_top1": best.get("top1")}
+
+    # 4. upload (rank 0 only: the other ranks wrote nothing)
+    if rank_info().is_main:
+        log.info("uploading %s -> %s", output_dir, args.train_url)
+        uploaded = staging.copy_parallel(output_dir, args.train_url, threads=args.threads,
+                                         progress=args.progress)
+        log.info("uploaded: %s in %.1f s (%.1f MB/s)", uploaded.summary(), uploaded.seconds,
+                 uploaded.megabytes_per_second)
+        summary["uploaded_files"] = uploaded.files
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: exit 0, 2 (arguments/config), 3 (staging) or 1 (training)."""
+    from msresnet.config import ConfigError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse_arguments(argv)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    handlers = _setup_logging(cache / "output" / JOB_LOG)
+    try:
+        summary = run(args)
+        # the uploaded job.log ends before the upload; send the complete one too
+        handlers[-1].flush()
+        try:
+            from msresnet.distributed import rank_info
+
+            if rank_info().is_main:
+                staging.copy(cache / "output" / JOB_LOG,
+                             args.train_url.rstrip("/") + "/" + JOB_LOG)
+        except staging.StagingError as error:
+            log.warning("could not upload the final %s: %s", JOB_LOG, error)
+    except ConfigError as error:
+        log.error("%s", error)
+        return EXIT_USAGE
+    except staging.StagingError as error:
+        log.error("staging failed: %s: %s", type(error).__name__, error)
+        return EXIT_STAGING
+    except Exception as error:  # noqa: BLE001 - one line in the log, details below
+        log.exception("training job failed: %s", error)
+        return EXIT_TRAINING
+    finally:
+        for handler in handlers:
+            logging.getLogger("msresnet").removeHandler(handler)
+            handler.close()
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""python -m msresnet.job: arguments, data discovery, and a real run against moto."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msresnet import job, staging
+from msresnet.cifar10 import (CLASSES, FOLDER_NAME, META_FILE, RECORD_BYTES, TEST_FILES,
+                              TRAIN_FILES)
+from msresnet.config import ConfigError
+from msresnet.paths import REPO_ROOT
+from s3server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, new_bucket_name, running_server
+
+SECRETS = (FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY)
+
+
+# ------------------------------------------------------------------------ arguments
+def test_platform_arguments_are_ignored_and_config_keys_become_overrides():
+    args = job.parse_arguments([
+        "--data_url", "obs://b/data/", "--train_url", "obs://b/out/", "--config", "smoke",
+        "--init_method", "tcp://10.0.0.1:6000", "--num_gpus", "1", "--verbose",
+        "--epoch_size", "3", "--train-samples=256", "--output_dir", "/elsewhere"])
+    assert args.overrides == {"epoch_size": 3, "train_samples": 256}
+    assert args.ignored == ["--init_method", "--num_gpus", "--verbose", "--output_dir"]
+    assert (args.data_url, args.train_url) == ("obs://b/data/", "obs://b/out/")
+    assert args.config == "smoke"
+
+
+def test_bad_override_value_names_the_key():
+    with pytest.raises(ConfigError, match="epoch_size"):
+        job.parse_arguments(["--data_url", "x", "--train_url", "y", "--epoch_size", "many"])
+
+
+def test_missing_required_option_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        job.parse_arguments(["--train_url", "obs://b/out"])
+    assert info.value.code == 2 and "--data_url" in capsys.readouterr().err
+
+
+def test_default_cache_dir(tmp_path):
+    assert job.default_cache_dir(tmp_path) == tmp_path  # exists and writable: used
+    fallback = job.default_cache_dir(tmp_path / "missing")
+    assert fallback.name == "msresnet-cache" and fallback.parent != tmp_path
+
+
+# ------------------------------------------------------------------ dataset discovery
+def write_tiny_cifar(folder: Path, records: int = 96, seed: int = 0) -> Path:
+    """A valid cifar-10-batches-bin of flat grey images whose shade is the label.
+
+    MindSpore's CIFAR-10 reader wants the official 10,000 records per file, so the
+    job test uses ``records=10_000``; flat images compress to almost nothing, which
+    keeps the archive small and the staging fast."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / META_FILE).write_text("\n".join(CLASSES) + "\n")
+    for name in (*TRAIN_FILES, *TEST_FILES):
+        labels = rng.integers(0, 10, size=records, dtype=np.uint8)
+        data = np.repeat((labels * 25)[:, None], RECORD_BYTES, axis=1).astype(np.uint8)
+        data[:, 0] = labels
+        (folder / name).write_bytes(data.tobytes())
+    return folder
+
+
+def test_find_dataset_source(tmp_path):
+    extracted = write_tiny_cifar(tmp_path / "a" / FOLDER_NAME)
+    assert job.find_dataset_source(tmp_path / "a") == tmp_path / "a"
+    assert job.find_dataset_source(extracted) == extracted  # the .bin files themselves
+    (tmp_path / "b").mkdir()
+    archive = tmp_path / "b" / "cifar-10-binary.tar.gz"
+    archive.write_bytes(b"not checked here")
+    assert job.find_dataset_source(tmp_path / "b") == archive
+    assert job.find_dataset_source(archive) == archive
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("hi")
+    with pytest.raises(staging.StagingError, match="found notes.txt"):
+        job.find_dataset_source(tmp_path / "c")
+
+
+# ------------------------------------------------------------------- real job runs
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def dataset_url(server, tmp_path_factory):
+    """obs://<bucket>/datasets/cifar10/ holding a tiny cifar-10-binary.tar.gz."""
+    root = tmp_path_factory.mktemp("tiny")
+    write_tiny_cifar(root / FOLDER_NAME, records=10_000)
+    (root / "upload").mkdir()
+    with tarfile.open(root / "upload" / "cifar-10-binary.tar.gz", "w:gz") as tar:
+        tar.add(root / FOLDER_NAME, arcname=FOLDER_NAME)
+    bucket = new_bucket_name("job")
+    staging.make_dirs(f"s3://{bucket}")
+    staging.copy_parallel(root / "upload", f"obs://{bucket}/datasets/cifar10", progress=False)
+    return bucket, f"obs://{bucket}/datasets/cifar10/"
+
+
+def run_job(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "msresnet.job", *args], capture_output=True,
+                          text=True, env=os.environ.copy(), timeout=timeout, cwd=REPO_ROOT)
+
+
+def test_job_stages_trains_and_uploads(tmp_path, dataset_url):
+    bucket, data_url = dataset_url
+    train_url = f"obs://{bucket}/runs/smoke/"
+    done = run_job("--data_url", data_url, "--train_url", train_url, "--config", "smoke",
+                   "--cache_dir", str(tmp_path / "cache"), "--init_method", "tcp://127.0.0.1:1",
+                   "--num_gpus", "1", "--epoch_size", "1", "--train_samples", "64",
+                   "--eval_samples", "64", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (summary["epochs"], summary["steps"]) == (1, 2)
+
+    uploaded = staging.list_directory(train_url, recursive=True)
+    for name in ("best.ckpt", "best.json", "config.yaml", "history.csv", "history.json",
+                 "job.log", "result.json", "train.log", "resnet50-1_2.ckpt"):
+        assert name in uploaded, uploaded
+    staging.copy_parallel(train_url, tmp_path / "outputs", progress=False)
+    job_log = (tmp_path / "outputs" / "job.log").read_text()
+    assert "ignoring argument --init_method" in job_log and "uploaded:" in job_log
+    assert "config overrides from the command line: epoch_size=1" in job_log
+
+    # no secret in anything the job printed or wrote
+    texts = [done.stdout, done.stderr] + [
+        p.read_text(errors="replace") for p in (tmp_path / "outputs").iterdir()
+        if p.suffix in (".log", ".json", ".yaml", ".csv")]
+    for text in texts:
+        for secret in SECRETS:
+            assert secret not in text
+
+
+def test_job_reports_a_staging_error_quickly(tmp_path, server):
+    started = time.perf_counter()
+    done = run_job("--data_url", "obs://no-such-bucket-for-job/data/",
+                   "--train_url", "obs://no-such-bucket-for-job/out/",
+                   "--cache_dir", str(tmp_path / "cache"), timeout=120)
+    assert done.returncode == job.EXIT_STAGING
+    assert "BucketNotFoundError" in done.stdout
+    assert "obs://no-such-bucket-for-job/data/" in done.stdout
+    assert time.perf_counter() - started < 60  # no training was started
+    for secret in SECRETS:
+        assert secret not in done.stdout + done.stderr
+
+
+# ------------------------------------------------------------- the chapter notebook
+NOTEBOOK = REPO_ROOT / "notebooks" / "06_obs_staging.ipynb"
+
+
+def test_stored_notebook_holds_no_credentials():
+    if not NOTEBOOK.exists():
+        pytest.skip("notebook 06 not written yet")
+    text = NOTEBOOK.read_text()
+    import re
+
+    assert not re.search(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", text), "an access key id is stored"
+    for secret in SECRETS:
+        assert secret not in text
+
+
+def test_executed_notebook_and_job_logs_hold_no_credentials(tmp_path):
+    """Run chapter 6 with recognisable credentials and grep everything it produced."""
+    if not NOTEBOOK.exists():
+        pytest.skip("notebook 06 not written yet")
+    import nbformat
+    from nbclient import NotebookClient
+
+    env_before = dict(os.environ)
+    os.environ["LOCAL_S3_ACCESS_KEY_ID"] = FAKE_ACCESS_KEY_ID
+    os.environ["LOCAL_S3_SECRET_ACCESS_KEY"] = FAKE_SECRET_ACCESS_KEY
+    try:
+        notebook = nbformat.read(NOTEBOOK, as_version=4)
+        NotebookClient(notebook, timeout=1800, kernel_name="python3",
+                       resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(env_before)
+    executed = tmp_path / "executed.ipynb"
+    nbformat.write(notebook, executed)
+    texts = {"notebook": executed.read_text()}
+    run_dir = REPO_ROOT / "runs" / "06_obs_staging"
+    for path in run_dir.rglob("*"):
+        if path.is_file() and path.suffix in (".log", ".json", ".yaml", ".csv", ".txt"):
+            texts[str(path)] = path.read_text(errors="replace")
+    assert any(name.endswith("job.log") for name in texts), "the job wrote no log"
+    for name, text in texts.items():
+        for secret in SECRETS:
+            assert secret not in text, f"{secret[:8]}... leaked into {name}"
