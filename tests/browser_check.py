@@ -1,0 +1,258 @@
+"""Open built HTML pages in headless Chromium and report what a reader would find broken.
+
+Used by ``tests/test_browser.py`` on the built book (``_build/html``) and on small
+synthetic pages that prove each check can fail. One :func:`check_page` call loads a
+page and reports:
+
+* console errors and uncaught JavaScript exceptions (``console``/``pageerror``
+  events), and requests to the local server that failed;
+* internal links whose target file does not answer HTTP 200, or whose ``#anchor``
+  is not an ``id`` (or ``<a name>``) on the target page;
+* images that did not load or have a natural size of zero;
+* the page's title: the ``<h1>`` and ``document.title``.
+
+The machine that runs the tests has no internet. Requests to other hosts (MathJax
+from a CDN, say) are answered with an empty response and listed in the report
+instead of failing: they are not part of the book, and a broken *image* among
+them still fails the image check because it then has no size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import mimetypes
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium (``apt-get install chromium``); Playwright only drives it."""
+
+CHROMIUM_ARGS = [
+    # Playwright adds --headless itself (headless=True) and a fresh --user-data-dir
+    # (launch_persistent_context); these keep Chromium from reaching the network.
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+# The <h1> text without Sphinx's "#" permalink, and every image after it settled.
+_H1_JS = """() => {
+  const h1 = document.querySelector('main h1, article h1, h1');
+  if (!h1) return null;
+  const copy = h1.cloneNode(true);
+  copy.querySelectorAll('.headerlink').forEach(e => e.remove());
+  return copy.textContent.replace(/\\s+/g, ' ').trim();
+}"""
+
+_IMAGES_JS = """async () => {
+  const images = [...document.images];
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.complete ? null :
+      new Promise(done => { img.addEventListener('load', done); img.addEventListener('error', done); })));
+  return images.map(img => ({src: img.getAttribute('src'), url: img.currentSrc || img.src,
+                             width: img.naturalWidth, height: img.naturalHeight}));
+}"""
+
+
+@dataclass
+class PageReport:
+    """What one page load found; ``problems`` is empty for a good page."""
+
+    url: str
+    title: str = ""
+    h1: str | None = None
+    links_checked: int = 0
+    images_checked: int = 0
+    external_links: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- server
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib name)
+        pass
+
+
+@contextlib.contextmanager
+def serve_directory(root: Path) -> Iterator[str]:
+    """Serve ``root`` over HTTP on a free loopback port; yields the base URL (ends in /)."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="book-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+# --------------------------------------------------------------------------- links
+
+class _AnchorParser(HTMLParser):
+    """Collects every ``id`` and ``<a name>`` of a page: the valid #fragments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if value and (key == "id" or (tag == "a" and key == "name")):
+                self.anchors.add(value)
+
+
+class LinkChecker:
+    """Fetches link targets from the local server once each, and their anchors."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self._status: dict[str, int] = {}
+        self._anchors: dict[str, set[str]] = {}
+
+    def is_internal(self, url: str) -> bool:
+        return url.startswith(self.base_url)
+
+    def status(self, target: str) -> int:
+        if target not in self._status:
+            try:
+                with urllib.request.urlopen(target, timeout=30) as response:
+                    body = response.read()
+                    self._status[target] = response.status
+                    if "html" in response.headers.get("Content-Type", ""):
+                        parser = _AnchorParser()
+                        parser.feed(body.decode("utf-8", errors="replace"))
+                        self._anchors[target] = parser.anchors
+            except urllib.error.HTTPError as error:
+                self._status[target] = error.code
+            except OSError:
+                self._status[target] = 0
+        return self._status[target]
+
+    def problem(self, url: str) -> str | None:
+        """Why the internal link ``url`` is broken, or None when it resolves."""
+        target, _, fragment = url.partition("#")
+        status = self.status(target)
+        if status != 200:
+            return f"HTTP {status}"
+        fragment = urllib.parse.unquote(fragment)
+        if fragment and fragment not in self._anchors.get(target, set()):
+            return f"no #{fragment} on the target page"
+        return None
+
+
+# --------------------------------------------------------------------------- browser
+
+def launch(playwright, user_data_dir: Path, viewport: dict | None = None):
+    """A headless Chromium context with a fresh profile, offline except for loopback."""
+    if not CHROMIUM.exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    return playwright.chromium.launch_persistent_context(
+        str(user_data_dir), executable_path=str(CHROMIUM), headless=True,
+        chromium_sandbox=False, args=CHROMIUM_ARGS,
+        viewport=viewport or {"width": 1280, "height": 900}, service_workers="block")
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def stub_external_requests(context) -> list[str]:
+    """Answer every request to a non-loopback host with an empty 200; return their URLs."""
+    external: list[str] = []
+
+    def handle(route) -> None:
+        url = route.request.url
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or parts.hostname in LOOPBACK_HOSTS:
+            route.continue_()
+            return
+        external.append(url)
+        content_type = mimetypes.guess_type(urllib.parse.urlsplit(url).path)[0] or "text/plain"
+        route.fulfill(status=200, body=b"", content_type=content_type)
+
+    context.route("**/*", handle)
+    return external
+
+
+def check_page(context, url: str, links: LinkChecker, settle_ms: int = 300) -> PageReport:
+    """Load ``url`` in a new tab and report console errors, broken links and images."""
+    report = PageReport(url=url)
+    page = context.new_page()
+    page.on("console", lambda message: report.problems.append(
+        f"console {message.type}: {message.text}") if message.type == "error" else None)
+    page.on("pageerror", lambda error: report.problems.append(f"JavaScript exception: {error}"))
+    page.on("requestfailed", lambda request: report.problems.append(
+        f"request failed: {request.url} ({request.failure})") if links.is_internal(request.url) else None)
+    try:
+        response = page.goto(url, wait_until="load")
+        if response is None or response.status != 200:
+            report.problems.append(f"page answered HTTP {response.status if response else 'nothing'}")
+        page.wait_for_timeout(settle_ms)  # late console errors from deferred scripts
+
+        report.title = page.title()
+        report.h1 = page.evaluate(_H1_JS)
+
+        for image in page.evaluate(_IMAGES_JS):
+            report.images_checked += 1
+            if not (image["width"] > 0 and image["height"] > 0):
+                report.problems.append(f"image did not load: {image['src']}")
+
+        hrefs = page.eval_on_selector_all("a[href]", "elements => elements.map(e => e.href)")
+        for href in sorted(set(hrefs)):
+            if not href.startswith(("http://", "https://")):
+                continue  # mailto:, javascript:
+            if not links.is_internal(href):
+                report.external_links += 1
+                continue
+            report.links_checked += 1
+            why = links.problem(href)
+            if why:
+                report.problems.append(f"broken link {href} ({why})")
+    finally:
+        page.close()
+    return report
+
+
+def sidebar_titles(context, url: str) -> dict[str, str]:
+    """The book's table of contents as the sidebar of ``url`` shows it: page URL -> text."""
+    page = context.new_page()
+    try:
+        page.goto(url, wait_until="load")
+        entries = page.eval_on_selector_all(
+            "nav.bd-docs-nav a.reference.internal",
+            "links => links.map(a => [a.href.split('#')[0], a.textContent.replace(/\\s+/g, ' ').trim()])")
+    finally:
+        page.close()
+    return dict(entries)
+
+
+def search(context, base_url: str, word: str, timeout_ms: int = 30_000) -> list[str]:
+    """Run Sphinx's search page for ``word``; return the result links (page URLs)."""
+    page = context.new_page()
+    try:
+        page.goto(f"{base_url}search.html?q={urllib.parse.quote(word)}", wait_until="load")
+        # Sphinx writes a summary line once the search has finished, hits or not.
+        page.wait_for_selector("#search-results .search-summary, #search-results p",
+                               timeout=timeout_ms)
+        page.wait_for_function(
+            "() => !document.querySelector('#search-results h2')"
+            " || !/Searching/.test(document.querySelector('#search-results h2').textContent)",
+            timeout=timeout_ms)
+        return page.eval_on_selector_all(
+            "#search-results ul.search li a", "links => links.map(a => a.href.split('#')[0])")
+    finally:
+        page.close()

@@ -1,0 +1,288 @@
+"""The built book in a real browser: every TOC page loads cleanly and its links resolve.
+
+Serves ``_build/html`` on loopback and opens each page listed in ``_toc.yml`` in
+headless Chromium (Debian's ``chromium``, driven by Playwright). For every page:
+no console errors, every internal link answers HTTP 200 and its ``#anchor`` exists,
+every image has a non-zero natural size, and the title (``<h1>``, ``<title>`` and
+the sidebar entry) is the TOC title. Sphinx's search page finds a chapter by a
+word from its text. Screenshots of the introduction and the training chapter go to
+``artifacts/screenshots/``.
+
+The checks are proven able to fail on small synthetic pages (a broken link, a
+missing anchor, a missing image, a console error, an uncaught exception), and a
+broken ``{ref}`` is shown to fail a ``-W -n`` book build.
+
+The book must be built first (``make book``); if ``_build/html`` is missing the
+fixture builds it with the same command.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+import sys
+import urllib.parse
+import zlib
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from playwright.sync_api import sync_playwright
+
+import browser_check
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+HTML = REPO / "_build" / "html"
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+BUILD_COMMAND = [str(JUPYTER_BOOK), "build", ".", "-W", "-n", "--keep-going"]
+
+# --------------------------------------------------------------------------- the TOC
+
+def toc_files(toc_path: Path = REPO / "_toc.yml") -> list[str]:
+    """Every file of the TOC (root first), as written there: 'book/intro', 'notebooks/01_dataset'."""
+    toc = yaml.safe_load(toc_path.read_text())
+    files = [toc["root"]]
+
+    def walk(entries: list[dict]) -> None:
+        for entry in entries:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    walk(toc.get("chapters", []))
+    return files
+
+
+def source_title(stem: str) -> str:
+    """The first '# ' heading of the page's source (.md or .ipynb): its TOC title."""
+    md, ipynb = REPO / f"{stem}.md", REPO / f"{stem}.ipynb"
+    if md.exists():
+        texts = [md.read_text()]
+    else:
+        notebook = nbformat.read(ipynb, as_version=4)
+        texts = [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
+    for text in texts:
+        match = re.search(r"^# +(.+?)\s*$", text, re.MULTILINE)
+        if match:
+            return re.sub(r"[`*]", "", match.group(1))
+    raise AssertionError(f"{stem}: no '# ' title heading")
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="session")
+def built_html() -> Path:
+    if not (HTML / "index.html").exists():
+        result = subprocess.run(BUILD_COMMAND, cwd=REPO, capture_output=True, text=True, timeout=1200)
+        assert result.returncode == 0, f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return HTML
+
+
+@pytest.fixture(scope="session")
+def base_url(built_html: Path):
+    with browser_check.serve_directory(built_html) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """One headless Chromium (fresh profile) for the session, offline but for loopback."""
+    with sync_playwright() as playwright:
+        context = browser_check.launch(playwright, tmp_path_factory.mktemp("chromium-profile"))
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture(scope="session")
+def book(browser, base_url: str):
+    """The browser with external hosts stubbed, and the shared link checker."""
+    external = browser_check.stub_external_requests(browser)
+    return browser, browser_check.LinkChecker(base_url), external
+
+
+PAGES = toc_files()
+
+
+# --------------------------------------------------------------------------- the book
+
+def test_toc_pages_were_built(built_html: Path) -> None:
+    missing = [stem for stem in PAGES if not (built_html / f"{stem}.html").exists()]
+    assert not missing, f"TOC pages without HTML: {missing}"
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_page_loads_cleanly(book, base_url: str, stem: str) -> None:
+    context, links, _ = book
+    report = browser_check.check_page(context, f"{base_url}{stem}.html", links)
+    assert not report.problems, f"{stem}.html:\n  " + "\n  ".join(report.problems)
+    assert report.links_checked > 0, f"{stem}.html: no internal links found (sidebar missing?)"
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_page_title_matches_toc(book, base_url: str, stem: str) -> None:
+    context, links, _ = book
+    expected = source_title(stem)
+    url = f"{base_url}{stem}.html"
+    sidebar = browser_check.sidebar_titles(context, url)
+    assert sidebar.get(url) == expected, f"sidebar entry for {stem}: {sidebar.get(url)!r}"
+    report = browser_check.check_page(context, url, links)
+    assert report.h1 == expected, f"{stem}: <h1> {report.h1!r}, TOC title {expected!r}"
+    assert report.title.startswith(f"{expected} \u2014 "), f"{stem}: <title> {report.title!r}"
+
+
+def test_sidebar_lists_exactly_the_toc(book, base_url: str) -> None:
+    context, _, _ = book
+    sidebar = browser_check.sidebar_titles(context, f"{base_url}{PAGES[0]}.html")
+    listed = [urllib.parse.urlsplit(url).path.lstrip("/").removesuffix(".html") for url in sidebar]
+    assert listed == PAGES
+
+
+class _ProseParser(HTMLParser):
+    """Words of the <p> paragraphs inside the article (not code, not navigation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = {"article": 0, "p": 0, "code": 0, "pre": 0}
+        self.words: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.depth:
+            self.depth[tag] += 1
+
+    def handle_endtag(self, tag):
+        if tag in self.depth and self.depth[tag]:
+            self.depth[tag] -= 1
+
+    def handle_data(self, data):
+        d = self.depth
+        if d["article"] and d["p"] and not d["code"] and not d["pre"]:
+            self.words += re.findall(r"[a-z]+", data.lower())
+
+
+def prose_words(path: Path) -> Counter:
+    parser = _ProseParser()
+    parser.feed(path.read_text())
+    return Counter(parser.words)
+
+
+def test_search_finds_a_chapter(book, base_url: str, built_html: Path) -> None:
+    """Pick a word that only the first chapter's prose uses; search must return that chapter."""
+    context, _, _ = book
+    chapters = [stem for stem in PAGES if stem.startswith("notebooks/")] or PAGES[1:]
+    chapter = chapters[0]
+    elsewhere = Counter()
+    for stem in PAGES:
+        if stem != chapter:
+            elsewhere |= prose_words(built_html / f"{stem}.html")
+    candidates = sorted((word for word in prose_words(built_html / f"{chapter}.html")
+                         if len(word) >= 7 and word not in elsewhere), key=lambda w: (-len(w), w))
+    assert candidates, f"{chapter}: no word of 7+ letters used only there"
+    word = candidates[0]
+    hits = browser_check.search(context, base_url, word)
+    assert f"{base_url}{chapter}.html" in hits, f"search for {word!r} returned {hits}"
+
+
+def test_screenshots(book, base_url: str) -> None:
+    """The introduction and the training chapter (its top, and its first figure if it has one)."""
+    context, _, _ = book
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    training = next((stem for stem in ("notebooks/04_train_eval", "notebooks/01_dataset") if stem in PAGES),
+                    PAGES[-1])
+    written = []
+    for name, stem in {"intro": PAGES[0], Path(training).name: training}.items():
+        page = context.new_page()
+        try:
+            page.goto(f"{base_url}{stem}.html", wait_until="load")
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+            written.append(SCREENSHOTS / f"{name}.png")
+            figure = page.locator("article .cell_output img").first
+            if stem == training and figure.count():
+                figure.scroll_into_view_if_needed()
+                page.screenshot(path=str(SCREENSHOTS / f"{name}-figure.png"))
+                written.append(SCREENSHOTS / f"{name}-figure.png")
+        finally:
+            page.close()
+    for path in written:
+        assert path.stat().st_size > 10_000, f"{path.name} looks empty"
+
+
+# --------------------------------------------------------------------------- the checker can fail
+
+def png(width: int = 4, height: int = 3) -> bytes:
+    """A valid grey RGB PNG, written by hand (no imaging library needed)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\x00" + b"\x80" * (3 * width) for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+SYNTHETIC = {
+    "good.html": '<h1>Good</h1><p><a href="target.html#here">ok</a> <img src="pixel.png"></p>',
+    "target.html": '<h1>Target</h1><p id="here">anchor</p>',
+    "broken_link.html": '<h1>Broken link</h1><a href="missing.html">gone</a>',
+    "broken_anchor.html": '<h1>Broken anchor</h1><a href="target.html#nowhere">gone</a>',
+    "missing_image.html": '<h1>Missing image</h1><img src="missing.png">',
+    "console_error.html": '<h1>Console error</h1><script>console.error("boom")</script>',
+    "exception.html": '<h1>Exception</h1><script>throw new Error("kaboom")</script>',
+}
+
+
+@pytest.fixture(scope="module")
+def synthetic_site(tmp_path_factory, browser):
+    root = tmp_path_factory.mktemp("synthetic-site")
+    for name, body in SYNTHETIC.items():
+        (root / name).write_text(f"<!doctype html><html><head><title>{name}</title></head>"
+                                 f"<body>{body}</body></html>")
+    (root / "pixel.png").write_bytes(png())
+    with browser_check.serve_directory(root) as url:
+        yield browser, url
+
+
+@pytest.mark.parametrize(("page", "expected"), [
+    ("good.html", None),
+    ("broken_link.html", "broken link"),
+    ("broken_anchor.html", "no #nowhere"),
+    ("missing_image.html", "image did not load"),
+    ("console_error.html", "console error: boom"),
+    ("exception.html", "JavaScript exception"),
+])
+def test_checker_detects(synthetic_site, page: str, expected: str | None) -> None:
+    context, url = synthetic_site
+    report = browser_check.check_page(context, url + page, browser_check.LinkChecker(url))
+    if expected is None:
+        assert report.problems == [] and report.links_checked == 1 and report.images_checked == 1
+    else:
+        assert any(expected in problem for problem in report.problems), report.problems
+
+
+def test_broken_reference_fails_the_build(tmp_path: Path) -> None:
+    """-W -n turns an unresolved {ref} or {doc} into a failed build (and a good one passes)."""
+    (tmp_path / "_config.yml").write_text(
+        "title: t\nexecute:\n  execute_notebooks: 'off'\nonly_build_toc_files: true\n"
+        "sphinx:\n  config:\n    nitpicky: true\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: other\n")
+    (tmp_path / "other.md").write_text("(other-label)=\n# Other\n\nText.\n")
+
+    def build(intro: str) -> subprocess.CompletedProcess:
+        (tmp_path / "intro.md").write_text(f"# Intro\n\n{intro}\n")
+        return subprocess.run([str(JUPYTER_BOOK), "build", str(tmp_path), "-W", "-n", "--keep-going"],
+                              capture_output=True, text=True, timeout=600)
+
+    good = build("See {ref}`other-label` and {doc}`other`.")
+    assert good.returncode == 0, good.stdout[-3000:] + good.stderr[-3000:]
+    bad_ref = build("See {ref}`no-such-label`.")
+    assert bad_ref.returncode != 0 and "no-such-label" in bad_ref.stdout + bad_ref.stderr
+    bad_doc = build("See {doc}`no-such-page`.")
+    assert bad_doc.returncode != 0 and "no-such-page" in bad_doc.stdout + bad_doc.stderr
