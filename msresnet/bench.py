@@ -105,9 +105,10 @@ def make_train_step(net, weight_decay: float = 1e-4, learning_rate: float = 0.01
     """The training step ``Model.fit`` runs for us: loss, gradients, Momentum update."""
     from mindspore import nn
 
+    from msresnet.losses import SparseCrossEntropy
     from msresnet.model import param_groups
 
-    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    loss_fn = SparseCrossEntropy()
     optimizer = nn.Momentum(param_groups(net, weight_decay), learning_rate=learning_rate,
                             momentum=momentum)
     step = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), optimizer)

@@ -1,0 +1,309 @@
+"""Evaluate every checkpoint of a run, pick the best, and look inside it.
+
+A run folder holds ``resnet50-<epoch>_<step>.ckpt`` files. :func:`sweep` scores
+each one on the same evaluation data, oldest first, with one network and one
+compiled evaluation graph: :class:`CheckpointEvaluator` builds them once and, per
+checkpoint, only loads new weights into the existing parameters (a fresh network
+per checkpoint would recompile the graph every time).
+
+Loading is strict (:func:`msresnet.checkpoints.load_strict`): a checkpoint that
+does not fit the network stops the sweep with an error naming the parameters,
+because it means the sweep is pointed at the wrong run or the wrong model
+settings. A damaged file (unreadable, bad checksum, truncated) is different: it
+is skipped with a warning naming it (logger ``msresnet.sweep``), and the sweep
+goes on, because one bad file should not hide the other epochs' results.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mindspore import nn
+from mindspore.train import Model
+
+from msresnet.losses import SparseCrossEntropy
+from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, CheckpointCorruptError,
+                                  checkpoint_meta, copy_atomic, list_checkpoints, load_strict,
+                                  write_json_atomic)
+
+log = logging.getLogger("msresnet.sweep")
+
+SWEEP_FIELDS = ("file", "epoch", "step", "top1", "top5", "loss", "seconds")
+
+
+@dataclass
+class SweepRecord:
+    """One checkpoint's scores (``seconds``: load + evaluate, the first includes compiling)."""
+
+    file: str
+    epoch: int
+    step: int
+    top1: float
+    top5: float
+    loss: float
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SweepResult:
+    """All scored checkpoints (oldest first) and the files that were skipped."""
+
+    records: list[SweepRecord]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    samples: int | None = None
+
+    @property
+    def best(self) -> SweepRecord | None:
+        return select_best(self.records)
+
+    @property
+    def last(self) -> SweepRecord | None:
+        return self.records[-1] if self.records else None
+
+    def rows(self, digits: int = 4) -> list[list[Any]]:
+        """Header + one row per checkpoint, numbers rounded (for printing)."""
+        rows: list[list[Any]] = [["file", "epoch", "step", "top1", "top5", "loss"]]
+        for r in self.records:
+            rows.append([r.file, r.epoch, r.step, round(r.top1, digits), round(r.top5, digits),
+                         round(r.loss, digits)])
+        return rows
+
+    def write_csv(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=SWEEP_FIELDS)
+            writer.writeheader()
+            for r in self.records:
+                writer.writerow(r.to_dict())
+        return path
+
+
+def select_best(records: Iterable[SweepRecord]) -> SweepRecord | None:
+    """Highest top-1; ties go to the lower loss, then to the earlier checkpoint."""
+    records = list(records)
+    if not records:
+        return None
+    return max(records, key=lambda r: (r.top1, -r.loss, -r.epoch, -r.step))
+
+
+def format_table(rows: Sequence[Sequence[Any]]) -> str:
+    """A plain fixed-width text table (header first), for notebooks and logs."""
+    text = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in text) for i in range(len(text[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in text]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+class CheckpointEvaluator:
+    """One network, one ``Model``, one evaluation dataset; weights swapped per checkpoint.
+
+    ``net`` is any Cell (ResNet50 for the book, a tiny one in tests); ``dataset``
+    yields ``(image, label)`` batches. :meth:`evaluate` loads a checkpoint strictly
+    and returns its scores; only the first call compiles the evaluation graph.
+    """
+
+    def __init__(self, net: nn.Cell, dataset: Any, loss_fn: nn.Cell | None = None) -> None:
+        from msresnet.train import make_metrics
+
+        self.net = net
+        self.dataset = dataset
+        self.loss_fn = loss_fn or SparseCrossEntropy()
+        self.model = Model(net, loss_fn=self.loss_fn, metrics=make_metrics())
+        self.loaded: Path | None = None
+        self.config: Any = None  # the run's Config when built by for_run
+
+    @classmethod
+    def for_run(cls, run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str],
+                eval_samples: int | None = None, batch_size: int | None = None,
+                ) -> CheckpointEvaluator:
+        """Build ResNet50 and the test pipeline as the run's ``config.yaml`` describes.
+
+        ``data_dir`` (the folder that contains ``cifar-10-batches-bin``) is given
+        explicitly because the run's own may be relative to another working directory.
+        ``eval_samples``: the first N test images (None: all 10,000).
+        """
+        from msresnet.config import load_config
+        from msresnet.model import resnet50
+        from msresnet.pipeline import create_dataset
+        from msresnet.train import CONFIG_FILE, dataset_folder, make_loss, set_context
+
+        config_path = Path(run_dir) / CONFIG_FILE
+        if not config_path.is_file():
+            raise FileNotFoundError(f"{config_path} not found: is {run_dir} a training run folder?")
+        config = load_config(config_path, {"data_dir": str(data_dir), "resume_from": None})
+        set_context(config)
+        net = resnet50(num_classes=config.num_classes, stem=config.stem)
+        dataset = create_dataset(dataset_folder(config.data_dir), "test",
+                                 batch_size or config.batch_size, training=False,
+                                 image_size=config.image_size, num_samples=eval_samples,
+                                 num_workers=config.num_workers)
+        evaluator = cls(net, dataset, make_loss(config))
+        evaluator.config = config
+        return evaluator
+
+    def load(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Load ``path`` into the network (strict); returns the checkpoint's parameters."""
+        params = load_strict(self.net, path)
+        self.loaded = Path(path)
+        return params
+
+    def evaluate(self, path: str | os.PathLike[str]) -> SweepRecord:
+        """Scores of one checkpoint on the evaluation data."""
+        start = time.perf_counter()
+        params = self.load(path)
+        meta = checkpoint_meta(params)
+        result = self.model.eval(self.dataset, dataset_sink_mode=False)
+        return SweepRecord(file=Path(path).name, epoch=meta["epoch"] or 0, step=meta["step"] or 0,
+                           top1=float(result["top1"]), top5=float(result["top5"]),
+                           loss=float(result["loss"]), seconds=time.perf_counter() - start)
+
+    def predict(self, path: str | os.PathLike[str] | None = None,
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """``(labels, predicted classes)`` over the evaluation data, in dataset order.
+
+        Loads ``path`` first when given. The evaluation pipeline is not shuffled, so
+        position ``i`` is the ``i``-th test image of the file.
+        """
+        if path is not None:
+            self.load(path)
+        self.net.set_train(False)
+        labels, preds = [], []
+        for image, label in self.dataset.create_tuple_iterator(num_epochs=1):
+            logits = self.net(image)
+            labels.append(label.asnumpy())
+            preds.append(logits.asnumpy().argmax(axis=1))
+        return np.concatenate(labels).astype(np.int64), np.concatenate(preds).astype(np.int64)
+
+
+def sweep(folder: str | os.PathLike[str], evaluator: CheckpointEvaluator,
+          prefix: str = PREFIX) -> SweepResult:
+    """Evaluate every ``<prefix>-<epoch>_<step>.ckpt`` in ``folder``, oldest first.
+
+    Damaged files are skipped with a warning naming them; a checkpoint that does
+    not fit the network raises :class:`~msresnet.checkpoints.CheckpointMismatchError`.
+    """
+    records: list[SweepRecord] = []
+    skipped: list[tuple[str, str]] = []
+    files = list_checkpoints(folder, prefix)
+    if not files:
+        log.warning("no %s-<epoch>_<step>.ckpt files in %s", prefix, folder)
+    for item in files:
+        try:
+            record = evaluator.evaluate(item.path)
+        except CheckpointCorruptError as error:
+            log.warning("skipping %s: %s", item.name, error)
+            skipped.append((item.name, str(error)))
+            continue
+        if (record.epoch, record.step) == (0, 0):  # no append_dict: take the file name's
+            record.epoch, record.step = item.epoch, item.step
+        records.append(record)
+    samples = _dataset_rows(evaluator.dataset)
+    return SweepResult(records, skipped, samples)
+
+
+def _dataset_rows(dataset: Any) -> int | None:
+    try:
+        return int(dataset.get_dataset_size() * dataset.get_batch_size())
+    except Exception:  # noqa: BLE001 - informational only
+        return None
+
+
+def promote_best(folder: str | os.PathLike[str], record: SweepRecord,
+                 selected_by: str = "checkpoint sweep") -> dict[str, Any]:
+    """Copy the chosen checkpoint to ``best.ckpt`` and write ``best.json`` (both atomically).
+
+    Replaces what training's best-checkpoint callback wrote: the sweep's choice was
+    made on the sweep's data, which may be larger than the validation subset.
+    """
+    folder = Path(folder)
+    copy_atomic(folder / record.file, folder / BEST_CKPT)
+    best = {"epoch": record.epoch, "step": record.step, "top1": round(record.top1, 6),
+            "top5": round(record.top5, 6), "loss": round(record.loss, 6),
+            "source": record.file, "selected_by": selected_by}
+    write_json_atomic(folder / BEST_JSON, best)
+    return best
+
+
+def confusion_matrix(labels: np.ndarray, preds: np.ndarray, num_classes: int = 10) -> np.ndarray:
+    """``cm[true, predicted]`` counts."""
+    cm = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(cm, (np.asarray(labels, dtype=np.int64), np.asarray(preds, dtype=np.int64)), 1)
+    return cm
+
+
+def per_class_accuracy(cm: np.ndarray) -> np.ndarray:
+    """Recall of each class: correct / images of that class (nan for an absent class)."""
+    totals = cm.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(totals > 0, np.diag(cm) / np.maximum(totals, 1), np.nan)
+
+
+def load_seconds(evaluator: CheckpointEvaluator, path: str | os.PathLike[str]) -> float:
+    """Seconds to load one checkpoint into the evaluator's network (no evaluation)."""
+    start = time.perf_counter()
+    evaluator.load(path)
+    return time.perf_counter() - start
+
+
+SWEEP_CSV = "sweep.csv"
+SWEEP_JSON = "sweep.json"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m msresnet.sweep RUN_DIR [--data_dir DIR] [--eval_samples N|null] ...``
+
+    Sweeps the run, prints the table, writes ``sweep.csv``/``sweep.json`` into the run
+    folder and (unless ``--no-promote``) promotes the best checkpoint.
+    """
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m msresnet.sweep",
+                                     description="Evaluate every checkpoint of a training run.")
+    parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
+    parser.add_argument("--data_dir", default="data", help="folder containing cifar-10-batches-bin")
+    parser.add_argument("--eval_samples", default="null",
+                        help="first N test images per checkpoint; null: all 10,000")
+    parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
+    parser.add_argument("--no-promote", action="store_true", help="do not write best.ckpt/best.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(levelname)s %(name)s: %(message)s")
+    samples = None if args.eval_samples.lower() in ("null", "none") else int(args.eval_samples)
+    evaluator = CheckpointEvaluator.for_run(args.run_dir, args.data_dir, samples, args.batch_size)
+    result = sweep(args.run_dir, evaluator)
+    print(format_table(result.rows()))
+    folder = Path(args.run_dir)
+    result.write_csv(folder / SWEEP_CSV)
+    payload = {"samples": result.samples, "records": [r.to_dict() for r in result.records],
+               "skipped": [{"file": f, "reason": why} for f, why in result.skipped]}
+    if result.best is not None:
+        payload["best"] = result.best.to_dict()
+        if not args.no_promote:
+            payload["promoted"] = promote_best(
+                folder, result.best, f"checkpoint sweep on {result.samples} test images")
+    write_json_atomic(folder / SWEEP_JSON, payload)
+    print(json.dumps(payload.get("best")))
+    return 0 if result.records else 1
+
+
+__all__ = ["SweepRecord", "SweepResult", "CheckpointEvaluator", "sweep", "select_best",
+           "promote_best", "confusion_matrix", "per_class_accuracy", "format_table", "main"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

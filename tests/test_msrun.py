@@ -1,0 +1,275 @@
+"""Data-parallel training under msrun (chapter 7): a real 2-worker job on CPU.
+
+One small job (2 workers x 64 images x 2 epochs) is run once for the module and
+checked for what data parallelism promises; the failure tests check that a taken
+port, a scheduler that cannot start and a killed worker end the job with an error
+that names the rank and shows its log, instead of hanging.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
+import psutil
+import pytest
+
+from msresnet import launch
+from msresnet.config import ConfigError
+from msresnet.launch import LaunchError, build_plan, run
+from msresnet.paths import REPO_ROOT
+
+DATA = REPO_ROOT / "data" / "cifar-10-batches-bin"
+pytestmark = pytest.mark.skipif(not (DATA / "data_batch_1.bin").is_file(),
+                                reason="CIFAR-10 not prepared (make data)")
+
+SMALL = {"epoch_size": 2, "train_samples": 64, "eval_samples": 32, "batch_size": 32,
+         "keep_checkpoint_max": 5}
+STEPS_PER_EPOCH = 2  # 64 images per rank / batch 32
+
+
+def _python_launch(*args: str, cwd: Path = REPO_ROOT, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "msresnet.launch", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+# --------------------------------------------------------------------------- the job
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """Run the 2-worker smoke training once (about a minute on 2 cores)."""
+    output = tmp_path_factory.mktemp("dp2") / "run"
+    plan = build_plan(2, "smoke", SMALL, str(output), rank_dump=True)
+    started = time.monotonic()
+    result = run(plan, timeout=900, cwd=REPO_ROOT)
+    return {"plan": plan, "result": result, "output": output,
+            "seconds": time.monotonic() - started}
+
+
+@pytest.mark.timeout(1200)
+def test_both_ranks_ran_to_the_end(job):
+    result = job["result"]
+    assert sorted(result.worker_logs) == [0, 1]  # msrun returned 0: every worker exited 0
+    for rank in (0, 1):
+        lines = "\n".join(result.log_lines(rank))
+        assert f"rank {rank} of 2" in lines
+        assert "done: 2 epochs, 4 steps" in lines
+    assert (result.log_dir / "scheduler.log").is_file()
+    assert (result.log_dir / "msrun.log").is_file()
+
+
+@pytest.mark.timeout(1200)
+def test_only_rank_0_writes_checkpoints_and_history(job):
+    output, result = job["output"], job["result"]
+    checkpoints = sorted(p.name for p in output.glob("resnet50-*.ckpt"))
+    assert checkpoints == ["resnet50-1_2.ckpt", "resnet50-2_2.ckpt"]
+    for name in ("best.ckpt", "best.json", "history.json", "config.yaml", "result.json"):
+        assert (output / name).is_file(), name
+    assert any("saved checkpoint" in line for line in result.log_lines(0))
+    assert not any("saved checkpoint" in line or "new best" in line
+                   for line in result.log_lines(1))
+
+
+@pytest.mark.timeout(1200)
+def test_ranks_read_disjoint_shards(job):
+    from msresnet.rank_dump import SampleIndex, load_ranks, shard_overlap
+
+    records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
+    assert [r.rank for r in records] == [0, 1]
+    epochs = shard_overlap(records, SampleIndex(DATA))
+    assert [e.epoch for e in epochs] == [1, 2]
+    for epoch in epochs:
+        assert epoch.unidentified == 0
+        assert {r: len(s) for r, s in epoch.seen.items()} == {0: 64, 1: 64}
+        assert epoch.shared == 0 and epoch.union == 128
+
+
+@pytest.mark.timeout(1200)
+def test_parameters_are_identical_across_ranks(job):
+    from msresnet.rank_dump import compare_parameters, load_ranks
+
+    records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
+    groups = compare_parameters(records[0].params_path, records[1].params_path).by_group()
+    for group in ("weights", "optimizer state"):
+        assert groups[group]["tensors"] > 100
+        assert groups[group]["identical"] == groups[group]["tensors"], group
+    # BatchNorm running statistics are per rank (no SyncBatchNorm): they differ.
+    assert groups["batchnorm statistics"]["identical"] < groups["batchnorm statistics"]["tensors"]
+    # Rank 0's last checkpoint holds the same weights as rank 1 ended with.
+    last = job["output"] / "resnet50-2_2.ckpt"
+    from_checkpoint = compare_parameters(last, records[1].params_path).by_group()
+    assert from_checkpoint["weights"]["max_abs_diff"] == 0.0
+
+
+@pytest.mark.timeout(1200)
+def test_gradients_are_averaged_not_summed(job):
+    """Replaying the ranks' batches in one process with averaged gradients gives the
+    job's step-2 loss to rounding; summed gradients (gradients_mean=False) do not."""
+    from msresnet.config import load_config
+    from msresnet.rank_dump import global_losses, load_ranks, replay_averaged
+
+    records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
+    config = load_config("smoke", SMALL)
+    job_losses = global_losses(records)[:2]
+    mean = replay_averaged(records, config, steps=2, reduce="mean").losses
+    summed = replay_averaged(records, config, steps=2, reduce="sum").losses
+    assert mean[0] == job_losses[0] == summed[0]  # same weights, same images
+    assert abs(mean[1] - job_losses[1]) < 1e-4
+    assert abs(summed[1] - job_losses[1]) > 10 * abs(mean[1] - job_losses[1])
+
+
+# --------------------------------------------------------------------------- failures
+@pytest.mark.timeout(120)
+def test_port_taken_is_reported_at_once():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        proc = _python_launch("--workers", "2", "--master_port", str(port),
+                              "--output", "runs/never", "--epoch_size", "1")
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert f"master_port {port} on 127.0.0.1 is already in use" in err
+    assert time.monotonic() - started < 30
+    assert not (REPO_ROOT / "runs" / "never").exists()
+
+
+@pytest.mark.timeout(300)
+def test_scheduler_that_cannot_bind_fails_fast_with_its_log(tmp_path):
+    """Without the port check msrun alone would wait cluster_time_out (here 120 s)
+    for the workers; the launcher sees the scheduler's traceback and stops the job."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        plan = build_plan(2, "smoke", SMALL, str(tmp_path / "run"), master_port=port)
+        started = time.monotonic()
+        with pytest.raises(LaunchError) as caught:
+            run(plan, timeout=240, cwd=REPO_ROOT, check_port=False)
+        seconds = time.monotonic() - started
+    error = caught.value
+    assert error.rank == "scheduler"
+    assert "the scheduler failed" in str(error)
+    assert any("Failed" in line or "Error" in line for line in error.tail)
+    assert seconds < plan.cluster_time_out
+
+
+@pytest.mark.timeout(600)
+def test_killed_worker_ends_the_job_with_its_rank_and_log(tmp_path):
+    output = tmp_path / "run"
+    proc = _python_launch("--workers", "2", "--output", str(output), "--epoch_size", "2",
+                          "--train_samples", "512", "--eval_samples", "32", "--timeout", "500")
+    worker_log = output / "logs" / "worker_1.log"
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(1)
+        if worker_log.is_file() and "rank 1 of 2" in worker_log.read_text(errors="replace"):
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    env = child.environ()
+                except psutil.Error:
+                    continue
+                if env.get("MS_ROLE") == "MS_WORKER" and env.get("RANK_ID") == "1":
+                    victim = child
+    assert victim is not None, "rank 1 never started training"
+    descendants = psutil.Process(proc.pid).children(recursive=True)
+    victim.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "rank 1 (pid" in err and "was killed by SIGKILL" in err
+    assert f"--- last lines of {worker_log} ---" in err
+    assert time.monotonic() - killed_at < 60
+    time.sleep(1)
+    assert not [p for p in descendants if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+# --------------------------------------------------------------------------- the command
+def test_dry_run_prints_the_msrun_command():
+    proc = _python_launch("--workers", "2", "--profile", "smoke", "--output", "runs/dp2",
+                          "--epoch_size", "1", "--master_port", "29500", "--dry-run")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    command = out.replace("\\\n", " ").split()
+    assert command[:2] == ["msrun", "--worker_num=2"]
+    for option in ("--local_worker_num=2", "--master_port=29500", "--log_dir=runs/dp2/logs",
+                   "--join=True"):
+        assert option in command
+    entry = command.index("python")
+    assert command[entry:entry + 5] == ["python", "-m", "msresnet.train", "--config", "smoke"]
+    assert "--epoch_size" in command and "--no-progress" in command
+
+
+def test_free_port_by_default_and_taken_port_detected():
+    plan = build_plan(2, "smoke", output="runs/x")
+    assert launch.port_is_free(plan.master_port)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        assert not launch.port_is_free(holder.getsockname()[1])
+
+
+def test_learning_rate_scaling_is_opt_in_and_written_out():
+    plain = build_plan(8, "gpu", output="runs/g")
+    assert plain.lr_max is None and "--lr_max" not in plain.train_args
+    scaled = build_plan(8, "gpu", output="runs/g", lr_reference_devices=8)
+    assert scaled.lr_max == pytest.approx(0.1)
+    one = build_plan(1, "gpu", output="runs/g", lr_reference_devices=8)
+    assert one.lr_max == pytest.approx(0.0125)
+    assert one.train_args[one.train_args.index("--lr_max") + 1] == "0.0125"
+    smoke = build_plan(2, "smoke", output="runs/s", lr_reference_devices=1)
+    assert smoke.lr_max == pytest.approx(0.004)
+    with pytest.raises(ConfigError, match="lr_init"):  # 0.0002 > 0.002 / 16
+        build_plan(1, "smoke", output="runs/s", lr_reference_devices=16)
+
+
+def test_several_nodes_need_an_agreed_port_and_a_valid_node_rank():
+    with pytest.raises(LaunchError, match="pass --master_port"):
+        build_plan(16, "gpu", local_workers=8, node_rank=1, master_addr="10.0.0.1")
+    with pytest.raises(LaunchError, match="node_rank: must be 0..1"):
+        build_plan(16, "gpu", local_workers=8, node_rank=2, master_port=8118)
+    plan = build_plan(16, "gpu", local_workers=8, node_rank=1, master_addr="10.0.0.1",
+                      master_port=8118, output="runs/g16")
+    assert "--node_rank=1" in plan.command and "--local_worker_num=8" in plan.command
+    assert "--master_addr=10.0.0.1" in plan.command
+
+
+def test_bad_arguments_fail_before_anything_starts():
+    proc = _python_launch("--workers", "2", "--batchsize", "8", "--dry-run")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "did you mean 'batch_size'" in err
+    with pytest.raises(LaunchError, match="workers"):
+        build_plan(0)
+    with pytest.raises(LaunchError, match="local_workers"):
+        build_plan(2, local_workers=3)
+
+
+def test_failure_message_names_rank_exit_and_log(tmp_path):
+    log = tmp_path / "worker_1.log"
+    log.write_text("[WARNING] ME(1:2,python): chatter\nTraceback (most recent call last):\n"
+                   "  boom\nRuntimeError: out of memory\n")
+    error = LaunchError("msrun exited with code 1: rank 1 (pid 7) was killed by SIGKILL",
+                        rank=1, exit_code=-9, log=log, tail=launch.log_tail(log))
+    text = str(error)
+    assert "rank 1" in text and f"--- last lines of {log} ---" in text
+    assert "RuntimeError: out of memory" in text and "chatter" not in text
+    assert launch._describe_exit(-9) == "was killed by SIGKILL"
+    assert launch._describe_exit(3) == "exited with code 3"
+
+
+def test_msrun_processes_join_the_group_even_with_one_worker():
+    """msrun sets MS_ROLE for its scheduler and workers: with one worker too, both must
+    call init() (else the scheduler process would train as a second, standalone job)."""
+    from msresnet.distributed import launched_by_msrun
+
+    assert launched_by_msrun({"MS_ROLE": "MS_SCHED", "MS_WORKER_NUM": "1"})
+    assert launched_by_msrun({"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "1", "RANK_ID": "0"})
+    assert launched_by_msrun({"MS_WORKER_NUM": "2"})
+    assert not launched_by_msrun({})
+    assert not launched_by_msrun({"RANK_SIZE": "1"})

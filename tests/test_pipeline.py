@@ -1,0 +1,218 @@
+"""Tests of msresnet.pipeline on the real CIFAR-10 files (a few seconds in all).
+
+Every test reads at most a few hundred images through MindSpore, so the whole
+file runs in seconds; they are skipped (with the reason) only when the dataset
+folder has not been prepared (``make data``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
+from msresnet import cifar10, pipeline
+from msresnet.paths import DATA_ROOT
+from msresnet.pipeline import CIFAR10_MEAN, CIFAR10_STD, PipelineError, create_dataset, worker_count
+
+DATA_DIR = DATA_ROOT / cifar10.FOLDER_NAME
+needs_data = pytest.mark.skipif(not (DATA_DIR / "test_batch.bin").is_file(),
+                                reason=f"CIFAR-10 not prepared at {DATA_DIR} (run `make data`)")
+
+
+def batches(dataset) -> list[tuple[np.ndarray, np.ndarray]]:
+    return list(dataset.create_tuple_iterator(output_numpy=True, num_epochs=1))
+
+
+def first_batch(dataset) -> tuple[np.ndarray, np.ndarray]:
+    return next(dataset.create_tuple_iterator(output_numpy=True, num_epochs=1))
+
+
+def pixels(images_chw: np.ndarray) -> np.ndarray:
+    """Undo Normalize/Rescale/HWC2CHW: back to uint8 N,H,W,3 pixels (exact for unresized images)."""
+    x = images_chw.transpose(0, 2, 3, 1) * np.array(CIFAR10_STD) + np.array(CIFAR10_MEAN)
+    return np.rint(x * 255.0).astype(np.uint8)
+
+
+def normalise(images_hwc: np.ndarray) -> np.ndarray:
+    """What the evaluation pipeline should produce, computed with numpy: N,3,H,W float32."""
+    x = images_hwc.astype(np.float32) / 255.0
+    x = (x - np.array(CIFAR10_MEAN, np.float32)) / np.array(CIFAR10_STD, np.float32)
+    return x.transpose(0, 3, 1, 2)
+
+
+# --------------------------------------------------------------------------- worker_count
+
+def test_worker_count_is_capped_at_the_cores(monkeypatch):
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    assert worker_count(8) == 2
+    assert worker_count(2) == 2
+    assert worker_count(1) == 1
+    assert 1 <= worker_count(None) <= 2
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)
+    assert worker_count(None) == 1
+    assert worker_count(4) == 1
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: None)  # unknown: be safe
+    assert worker_count(None) == 1
+
+
+def test_worker_count_default_is_the_measured_one(monkeypatch):
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 64)
+    assert worker_count(None) == pipeline.DEFAULT_WORKERS
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_worker_count_rejects_non_positive_and_non_int(bad):
+    with pytest.raises(PipelineError, match="num_workers"):
+        worker_count(bad)
+
+
+# --------------------------------------------------------------------------- argument errors
+
+def test_missing_folder_names_the_folder(tmp_path):
+    missing = tmp_path / "nowhere" / cifar10.FOLDER_NAME
+    with pytest.raises(cifar10.DatasetError, match="nowhere"):
+        create_dataset(missing)
+
+
+def test_truncated_file_names_the_file(tmp_path):
+    folder = tmp_path / cifar10.FOLDER_NAME
+    folder.mkdir()
+    (folder / "batches.meta.txt").write_text("\n".join(cifar10.CLASSES) + "\n")
+    for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
+        (folder / name).write_bytes(bytes(cifar10.RECORD_BYTES * 2))
+    (folder / "data_batch_3.bin").write_bytes(bytes(cifar10.RECORD_BYTES + 7))
+    with pytest.raises(cifar10.DatasetError, match="data_batch_3.bin"):
+        create_dataset(folder)
+
+
+@needs_data
+@pytest.mark.parametrize("kwargs, word", [
+    ({"usage": "valid"}, "usage"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"image_size": -3}, "image_size"),
+    ({"num_samples": 0}, "num_samples"),
+    ({"num_shards": 2}, "shard_id"),
+    ({"num_shards": 2, "shard_id": 2}, "shard_id"),
+    ({"num_workers": 0}, "num_workers"),
+    ({"seed": -1}, "seed"),
+])
+def test_bad_arguments_name_the_argument(kwargs, word):
+    with pytest.raises(PipelineError, match=word):
+        create_dataset(DATA_DIR, **kwargs)
+
+
+# --------------------------------------------------------------------------- batches
+
+@needs_data
+def test_train_batch_shapes_and_dtypes():
+    images, labels = first_batch(create_dataset(DATA_DIR, "train", 8, num_samples=16, seed=1))
+    assert images.shape == (8, 3, 32, 32) and images.dtype == np.float32
+    assert labels.shape == (8,) and labels.dtype == np.int32
+    assert labels.min() >= 0 and labels.max() <= 9
+
+
+@needs_data
+def test_test_batch_is_the_file_normalised_in_order():
+    """No augmentation and no shuffle for test: exactly numpy's normalisation of the records."""
+    images, labels = first_batch(create_dataset(DATA_DIR, "test", 16))
+    raw, raw_labels = cifar10.read_records(DATA_DIR / "test_batch.bin", 0, 16)
+    assert images.shape == (16, 3, 32, 32) and images.dtype == np.float32
+    assert labels.dtype == np.int32
+    np.testing.assert_array_equal(labels, raw_labels)
+    np.testing.assert_allclose(images, normalise(raw), atol=1e-5)
+
+
+@needs_data
+def test_image_size_224_resizes():
+    images, _ = first_batch(create_dataset(DATA_DIR, "test", 2, image_size=224, num_samples=2))
+    assert images.shape == (2, 3, 224, 224) and images.dtype == np.float32
+
+
+@needs_data
+def test_train_augmentation_is_a_padded_crop_maybe_flipped():
+    """Each training image equals some 32x32 window of the zero-padded original, maybe mirrored."""
+    augmented, labels = first_batch(
+        create_dataset(DATA_DIR, "train", 16, shuffle=False, num_samples=16, seed=3))
+    raw, raw_labels = cifar10.read_records(DATA_DIR / "data_batch_1.bin", 0, 16)
+    np.testing.assert_array_equal(labels, raw_labels)
+    shifted = flipped = 0
+    for original, image in zip(raw, pixels(augmented)):
+        padded = np.pad(original, ((4, 4), (4, 4), (0, 0)))
+        windows = [(dy, dx, flip) for dy in range(9) for dx in range(9) for flip in (False, True)
+                   if np.array_equal(image, (padded[dy:dy + 32, dx:dx + 32, :][:, ::-1]
+                                             if flip else padded[dy:dy + 32, dx:dx + 32, :]))]
+        assert windows, "a training image is not a crop/flip of its source image"
+        shifted += all((dy, dx) != (4, 4) for dy, dx, _ in windows)
+        flipped += all(flip for _, _, flip in windows)
+    # 80 of 81 crop offsets move the image; half the images are mirrored.
+    assert shifted >= 12, f"only {shifted} of 16 images were shifted by the crop"
+    assert 2 <= flipped <= 14, f"{flipped} of 16 images were flipped"
+
+
+# --------------------------------------------------------------------------- sizes
+
+@needs_data
+def test_num_samples_and_drop_remainder():
+    train = create_dataset(DATA_DIR, "train", 32, num_samples=100, seed=1)
+    got = batches(train)
+    assert train.get_dataset_size() == 3 == len(got)  # 100 = 3 * 32 + 4, last 4 dropped
+    assert all(images.shape[0] == 32 for images, _ in got)
+
+    test = create_dataset(DATA_DIR, "test", 32, num_samples=100)
+    got = batches(test)
+    assert test.get_dataset_size() == 4 == len(got)  # the last batch keeps the 4
+    assert [images.shape[0] for images, _ in got] == [32, 32, 32, 4]
+
+
+@needs_data
+def test_full_sizes_without_limit():
+    assert create_dataset(DATA_DIR, "train", 32).get_dataset_size() == 50_000 // 32
+    assert create_dataset(DATA_DIR, "test", 32).get_dataset_size() == -(-10_000 // 32)
+
+
+@needs_data
+def test_shards_are_disjoint_and_cover_the_data():
+    def fingerprints(shard_id):
+        data = create_dataset(DATA_DIR, "test", 50, num_samples=200, num_shards=2, shard_id=shard_id,
+                              shuffle=False)
+        return [hashlib.sha1(image.tobytes()).hexdigest() + str(label)
+                for images, labels in batches(data) for image, label in zip(pixels(images), labels)]
+
+    shard0, shard1 = fingerprints(0), fingerprints(1)
+    assert len(shard0) == len(shard1) == 200
+    assert not set(shard0) & set(shard1)
+    # Together the two shards are the first 400 test records (MindSpore deals them round-robin).
+    raw, raw_labels = cifar10.read_records(DATA_DIR / "test_batch.bin", 0, 400)
+    expected = {hashlib.sha1(image.tobytes()).hexdigest() + str(label)
+                for image, label in zip(raw, raw_labels)}
+    assert set(shard0) | set(shard1) == expected
+
+
+# --------------------------------------------------------------------------- values
+
+@needs_data
+def test_normalisation_centres_the_test_images():
+    data = create_dataset(DATA_DIR, "test", 100, num_samples=500)
+    images = np.concatenate([images for images, _ in batches(data)])
+    assert images.shape == (500, 3, 32, 32)
+    means = images.mean(axis=(0, 2, 3))
+    stds = images.std(axis=(0, 2, 3))
+    assert np.all(np.abs(means) < 0.1), means
+    # The repo's std constants are ~0.2 while pixels vary by ~0.25: std lands near 1.2, not 1.
+    assert np.all((stds > 1.05) & (stds < 1.4)), stds
+
+
+@needs_data
+def test_same_seed_same_batches_other_seed_other_batches():
+    def first(seed):
+        return first_batch(create_dataset(DATA_DIR, "train", 32, num_samples=256, seed=seed))
+
+    a_images, a_labels = first(7)
+    b_images, b_labels = first(7)
+    np.testing.assert_array_equal(a_images, b_images)
+    np.testing.assert_array_equal(a_labels, b_labels)
+    c_images, _ = first(8)
+    assert not np.array_equal(a_images, c_images)

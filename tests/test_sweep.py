@@ -1,0 +1,136 @@
+"""The checkpoint sweep: order, scores, skipping damaged files, strict errors, best.
+
+A one-layer network on 64 synthetic samples stands in for ResNet50: the sweep
+machinery (one evaluation graph, weights swapped per checkpoint) is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+import pytest
+from mindspore import nn
+
+from msresnet import checkpoints as ck
+from msresnet import sweep as sw
+
+CLASSES = 10
+
+
+def data(samples: int = 64, batch: int = 16) -> ds.Dataset:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(samples, 4)).astype(np.float32)
+    y = (np.abs(x[:, 0]) * 3).astype(np.int32) % CLASSES
+    return ds.NumpySlicesDataset({"image": x, "label": y}, shuffle=False).batch(batch)
+
+
+def tiny(seed: int) -> nn.Cell:
+    ms.set_seed(seed)
+    return nn.Dense(4, CLASSES)
+
+
+@pytest.fixture()
+def run_dir(tmp_path):
+    """Checkpoints for epochs 1..3, each with different (random) weights."""
+    for epoch in (1, 2, 3):
+        net = tiny(seed=epoch)
+        ck.save_atomic(net, tmp_path / ck.checkpoint_name(epoch, 4),
+                       {"epoch_num": epoch, "step_num": epoch * 4})
+    return tmp_path
+
+
+def make_evaluator() -> sw.CheckpointEvaluator:
+    return sw.CheckpointEvaluator(tiny(seed=99), data())
+
+
+def expected_top1(seed: int) -> float:
+    net = tiny(seed)
+    net.set_train(False)
+    correct = total = 0
+    for x, y in data().create_tuple_iterator():
+        correct += int((net(x).asnumpy().argmax(1) == y.asnumpy()).sum())
+        total += len(y)
+    return correct / total
+
+
+def test_sweep_scores_every_checkpoint_in_order(run_dir):
+    result = sw.sweep(run_dir, make_evaluator())
+    assert [(r.file, r.epoch, r.step) for r in result.records] == [
+        ("resnet50-1_4.ckpt", 1, 4), ("resnet50-2_4.ckpt", 2, 8), ("resnet50-3_4.ckpt", 3, 12)]
+    for record, seed in zip(result.records, (1, 2, 3)):
+        assert record.top1 == pytest.approx(expected_top1(seed))
+        assert 0 <= record.top1 <= record.top5 <= 1 and np.isfinite(record.loss)
+    assert result.skipped == []
+    assert result.samples == 64
+    assert len({r.top1 for r in result.records}) > 1, "weights were not reloaded per checkpoint"
+
+
+def test_sweep_skips_truncated_file_with_warning_and_goes_on(run_dir, caplog):
+    bad = run_dir / "resnet50-2_4.ckpt"
+    data_bytes = bad.read_bytes()
+    bad.chmod(0o600)
+    bad.write_bytes(data_bytes[: len(data_bytes) // 2])
+    with caplog.at_level(logging.WARNING, logger="msresnet.sweep"):
+        result = sw.sweep(run_dir, make_evaluator())
+    assert [r.epoch for r in result.records] == [1, 3]
+    assert [name for name, _ in result.skipped] == ["resnet50-2_4.ckpt"]
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == "msresnet.sweep" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "skipping resnet50-2_4.ckpt" in warnings[0]
+
+
+def test_sweep_stops_on_a_checkpoint_of_another_model(run_dir):
+    ms.set_seed(0)
+    ck.save_atomic(nn.Dense(4, 5), run_dir / ck.checkpoint_name(4, 4),
+                   {"epoch_num": 4, "step_num": 16})
+    with pytest.raises(ck.CheckpointMismatchError, match=r"resnet50-4_4.ckpt.*weight"):
+        sw.sweep(run_dir, make_evaluator())
+
+
+def test_select_best_prefers_top1_then_loss_then_earlier():
+    rec = lambda e, t, l: sw.SweepRecord(f"f{e}", e, e, t, 1.0, l, 0.0)  # noqa: E731
+    assert sw.select_best([rec(1, 0.5, 1.0), rec(2, 0.6, 2.0), rec(3, 0.4, 0.1)]).epoch == 2
+    assert sw.select_best([rec(1, 0.6, 1.0), rec(2, 0.6, 0.9)]).epoch == 2
+    assert sw.select_best([rec(1, 0.6, 1.0), rec(2, 0.6, 1.0)]).epoch == 1
+    assert sw.select_best([]) is None
+
+
+def test_promote_best_copies_file_and_record(run_dir):
+    result = sw.sweep(run_dir, make_evaluator())
+    best = result.best
+    record = sw.promote_best(run_dir, best)
+    assert (run_dir / ck.BEST_CKPT).read_bytes() == (run_dir / best.file).read_bytes()
+    assert json.loads((run_dir / ck.BEST_JSON).read_text()) == record
+    assert record["source"] == best.file and record["top1"] == round(best.top1, 6)
+    assert not list(run_dir.glob("*.part.*"))
+
+
+def test_predict_and_confusion_matrix(run_dir):
+    evaluator = make_evaluator()
+    labels, preds = evaluator.predict(run_dir / "resnet50-3_4.ckpt")
+    assert labels.shape == preds.shape == (64,)
+    cm = sw.confusion_matrix(labels, preds, CLASSES)
+    assert cm.sum() == 64 and np.trace(cm) == int((labels == preds).sum())
+    assert np.trace(cm) / 64 == pytest.approx(expected_top1(3))
+    acc = sw.per_class_accuracy(cm)
+    present = np.bincount(labels, minlength=CLASSES) > 0
+    assert np.all(np.isnan(acc[~present])) and np.all((acc[present] >= 0) & (acc[present] <= 1))
+
+
+def test_confusion_matrix_counts():
+    cm = sw.confusion_matrix(np.array([0, 0, 1, 2]), np.array([0, 1, 1, 0]), 3)
+    assert cm.tolist() == [[1, 1, 0], [0, 1, 0], [1, 0, 0]]
+    assert sw.per_class_accuracy(cm)[:2].tolist() == [0.5, 1.0]
+
+
+def test_format_table_aligns_columns():
+    text = sw.format_table([["file", "top1"], ["a.ckpt", 0.5], ["long-name.ckpt", 0.25]])
+    lines = text.splitlines()
+    assert lines[0] == "file            top1"
+    assert lines[1] == "--------------  ----"
+    assert lines[3] == "long-name.ckpt  0.25"

@@ -1,0 +1,173 @@
+"""The training function and its command line: outputs, resume equivalence, errors.
+
+Training runs are few and small (256 training images, batch 32, 2 epochs of 8
+steps) and shared through module-scoped fixtures: one straight run, and one run
+interrupted after epoch 1 and resumed. With fixed seeds MindSpore's CPU training
+is bit-identical run to run, and resume replays the data pipeline exactly, so the
+resumed run must end with the same steps, the same losses and the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
+import numpy as np
+import pytest
+
+from msresnet import checkpoints as ck
+from msresnet.config import ConfigError
+from msresnet.paths import REPO_ROOT
+from msresnet.train import (CrossEntropySmooth, TrainError, parse_args, train,
+                            validation_epochs)
+
+SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2,
+         "data_dir": str(REPO_ROOT / "data")}
+STEPS_PER_EPOCH = 256 // 32
+OUTPUT_FILES = ("config.yaml", "train.log", "history.json", "history.csv", "result.json",
+                "best.ckpt", "best.json")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A straight run, and a run stopped after epoch 1 then resumed with ``auto``."""
+    root = tmp_path_factory.mktemp("train")
+    straight = train("smoke", {**SMALL, "output_dir": str(root / "straight")}, progress=False)
+    stopped = train("smoke", {**SMALL, "output_dir": str(root / "resumed")},
+                    stop_after_epoch=1, progress=False)
+    resumed = train("smoke", {**SMALL, "output_dir": str(root / "resumed"),
+                              "resume_from": "auto"}, progress=False)
+    return {"straight": straight, "stopped": stopped, "resumed": resumed, "root": root}
+
+
+def test_straight_run_writes_everything(runs):
+    result = runs["straight"]
+    folder = result.output_dir
+    for name in OUTPUT_FILES:
+        assert (folder / name).is_file(), name
+    assert [c for c in result.checkpoints] == ["resnet50-1_8.ckpt", "resnet50-2_8.ckpt"]
+    assert result.steps == 2 * STEPS_PER_EPOCH and result.epochs == 2
+    assert [r["epoch"] for r in result.history] == [1, 2]
+    assert [r["step"] for r in result.history] == [8, 16]
+    for record in result.history:
+        assert 0.0 <= record["val_top1"] <= record["val_top5"] <= 1.0
+        assert record["train_seconds"] > 0 and record["images_per_second"] > 0
+    assert json.loads((folder / "history.json").read_text()) == result.history
+    assert len((folder / "history.csv").read_text().splitlines()) == 3
+    best = json.loads((folder / "best.json").read_text())
+    assert best == result.best
+    assert best["top1"] == max(r["val_top1"] for r in result.history)
+    assert best["source"] == f"resnet50-{best['epoch']}_8.ckpt"
+    assert "epoch 2: step 16" in (folder / "train.log").read_text()
+
+
+def test_interrupted_run_stops_after_one_epoch(runs):
+    stopped = runs["stopped"]
+    assert stopped.epochs == 1 and stopped.steps == STEPS_PER_EPOCH
+    assert [r["epoch"] for r in stopped.history] == [1]
+
+
+def test_resume_continues_at_the_right_epoch_and_step(runs):
+    resumed = runs["resumed"]
+    assert resumed.resumed_from == "resnet50-1_8.ckpt"
+    assert resumed.steps == runs["straight"].steps == 2 * STEPS_PER_EPOCH
+    assert [r["epoch"] for r in resumed.history] == [1, 2]
+    assert resumed.checkpoints == runs["straight"].checkpoints
+    ckpt = ck.read_checkpoint(resumed.output_dir / "resnet50-2_8.ckpt")
+    assert ck.checkpoint_meta(ckpt) == {"epoch": 2, "step": 16}
+    assert int(ckpt["global_step"].asnumpy().item()) == 16
+    # the learning rate continued from step 8, not from 0
+    assert [r["lr"] for r in resumed.history] == [r["lr"] for r in runs["straight"].history]
+
+
+def test_resume_reproduces_the_straight_run_exactly(runs):
+    straight, resumed = runs["straight"], runs["resumed"]
+    keys = ("train_loss", "val_loss", "val_top1", "val_top5")
+    assert [[r[k] for k in keys] for r in resumed.history] == \
+        [[r[k] for k in keys] for r in straight.history]
+    a = ck.read_checkpoint(straight.output_dir / "resnet50-2_8.ckpt")
+    b = ck.read_checkpoint(resumed.output_dir / "resnet50-2_8.ckpt")
+    assert sorted(a) == sorted(b)
+    differing = [name for name in a if not np.array_equal(a[name].asnumpy(), b[name].asnumpy())]
+    assert differing == [], f"weights differ after resume: {differing[:5]}"
+
+
+def test_fresh_start_refuses_a_folder_with_checkpoints(runs):
+    with pytest.raises(TrainError, match="resume_from='auto'"):
+        train("smoke", {**SMALL, "output_dir": str(runs["straight"].output_dir)}, progress=False)
+
+
+def test_resume_from_a_missing_file_is_an_error(tmp_path):
+    with pytest.raises(TrainError, match="checkpoint not found: .*nope.ckpt"):
+        train("smoke", {**SMALL, "output_dir": str(tmp_path),
+                        "resume_from": str(tmp_path / "nope.ckpt")}, progress=False)
+
+
+def test_resume_with_other_steps_per_epoch_is_an_error(runs, tmp_path):
+    source = runs["straight"].output_dir / "resnet50-1_8.ckpt"
+    with pytest.raises(ck.CheckpointError, match="steps per epoch"):
+        train("smoke", {**SMALL, "train_samples": 128, "output_dir": str(tmp_path),
+                        "resume_from": str(source)}, progress=False)
+
+
+def test_command_line_runs_the_smoke_profile(tmp_path):
+    out = tmp_path / "cli"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "msresnet.train", "--config", "configs/smoke.yaml",
+         "--train_samples", "64", "--eval_samples", "32", "--epoch_size", "1",
+         "--data_dir", "data", "--output", str(out), "--no-progress"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["epochs"] == 1 and summary["steps"] == 2
+    for name in OUTPUT_FILES + ("resnet50-1_2.ckpt",):
+        assert (out / name).is_file(), name
+    assert "epoch_size: 1" in (out / "config.yaml").read_text()
+
+
+def test_command_line_reports_config_errors(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "msresnet.train", "smoke", "--batch_szie", "8"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "batch_szie" in proc.stderr and "batch_size" in proc.stderr
+
+
+def test_parse_args_accepts_profile_config_and_overrides():
+    assert parse_args(["cpu"]) == ("cpu", {}, None, True)
+    profile, overrides, stop, progress = parse_args(
+        ["--config", "configs/smoke.yaml", "--output", "runs/x", "--epoch_size", "3",
+         "--stop_after_epoch", "1", "--no-progress"])
+    assert profile == "configs/smoke.yaml" and stop == 1 and progress is False
+    assert overrides == {"output_dir": "runs/x", "epoch_size": 3}
+    assert parse_args([])[0] == "smoke"
+    with pytest.raises(ConfigError):
+        parse_args(["smoke", "--epoch_size"])
+
+
+def test_validation_epochs_always_include_the_last():
+    assert validation_epochs(5, 1) == [1, 2, 3, 4, 5]
+    assert validation_epochs(5, 2) == [2, 4, 5]
+    assert validation_epochs(4, 2) == [2, 4]
+    assert validation_epochs(2, 5) == [2]
+
+
+def test_label_smoothing_loss():
+    import mindspore as ms
+    from mindspore import nn
+
+    logits = ms.Tensor(np.array([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]], np.float32))
+    labels = ms.Tensor(np.array([0, 2], np.int32))
+    plain = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(logits, labels)
+    assert float(CrossEntropySmooth(3, 0.0)(logits, labels).asnumpy()) == \
+        pytest.approx(float(plain.asnumpy()), rel=1e-6)
+    x = logits.asnumpy()
+    logp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    target = np.full((2, 3), 0.1 / 2)
+    target[[0, 1], [0, 2]] = 0.9
+    expected = float(-(target * logp).sum(1).mean())
+    assert float(CrossEntropySmooth(3, 0.1)(logits, labels).asnumpy()) == \
+        pytest.approx(expected, rel=1e-5)
