@@ -30,6 +30,12 @@ repository where the book has no reason to differ:
   MindSpore's exact, non-"fast" recovery), so interrupted + resumed equals straight.
 * Distributed-ready: with ``mindspore.communication`` initialised (msrun), the data
   is sharded by rank and only rank 0 writes files.
+
+Graph mode is the default because it is faster on the CPU: on the 2-core test
+machine (shared with other jobs at the time), the smoke profile cut to 512 training
+images trained at 50.4 images/s in graph mode against 42.7 in PyNative mode (second
+epoch, after compilation), with identical losses; the first epoch, which includes
+compiling the graph, was still faster in graph mode (35.0 against 29.1 images/s).
 """
 
 from __future__ import annotations
@@ -326,8 +332,8 @@ def train(config: Config | str | os.PathLike[str] = "smoke",
     """
     config = _as_config(config, overrides)
     started = time.perf_counter()
+    set_context(config)  # device first: MindSpore wants it set before communication.init()
     init_if_launched()
-    set_context(config)
     rank = rank_info()
     if rank.distributed:
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,

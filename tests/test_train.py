@@ -171,3 +171,15 @@ def test_label_smoothing_loss():
     expected = float(-(target * logp).sum(1).mean())
     assert float(CrossEntropySmooth(3, 0.1)(logits, labels).asnumpy()) == \
         pytest.approx(expected, rel=1e-5)
+
+
+def test_rank_helpers_on_one_device_and_in_a_group():
+    from msresnet.distributed import RankInfo, launched_by_msrun, rank_info
+
+    single = rank_info()  # nothing initialised mindspore.communication here
+    assert (single.rank, single.group_size, single.is_main) == (0, 1, True)
+    assert single.shard_kwargs() == {}
+    worker = RankInfo(rank=1, group_size=4)
+    assert not worker.is_main and worker.shard_kwargs() == {"num_shards": 4, "shard_id": 1}
+    assert launched_by_msrun({"MS_WORKER_NUM": "2"}) and launched_by_msrun({"RANK_SIZE": "8"})
+    assert not launched_by_msrun({"MS_WORKER_NUM": "1"}) and not launched_by_msrun({})
