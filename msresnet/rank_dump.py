@@ -387,6 +387,20 @@ class Replay:
     batch_size: int
 
 
+def _pipeline_inputs(images: np.ndarray) -> np.ndarray:
+    """uint8 NHWC images -> the float32 NCHW network inputs, computed by MindSpore's
+    own ``Rescale``/``Normalize``/``HWC2CHW`` (so bit for bit what training fed)."""
+    import mindspore.dataset as ds
+
+    from msresnet.pipeline import image_transforms
+
+    data = ds.NumpySlicesDataset({"image": images}, shuffle=False, num_parallel_workers=1)
+    data = data.map(image_transforms(training=False), input_columns="image",
+                    num_parallel_workers=1).batch(256)
+    return np.concatenate([row[0] for row in
+                           data.create_tuple_iterator(num_epochs=1, output_numpy=True)])
+
+
 def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
     """Train one process with batch ``batch_size x ranks`` on the images the ranks saw.
 
@@ -399,7 +413,6 @@ def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
 
     import mindspore.dataset as ds
 
-    from msresnet.pipeline import image_transforms
     from msresnet.train import make_model, set_context
 
     images, labels = global_batches(records)
@@ -408,10 +421,9 @@ def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
     epochs = int(max(r.step_epochs.max() for r in records))
     one = dataclasses.replace(config, batch_size=batch, train_samples=None)
     set_context(one)
-    data = ds.NumpySlicesDataset({"image": images, "label": labels.astype(np.int32)},
-                                 shuffle=False, num_parallel_workers=1)
-    data = data.map(image_transforms(training=False), input_columns="image",
-                    num_parallel_workers=1).batch(batch, drop_remainder=True)
+    data = ds.NumpySlicesDataset({"image": _pipeline_inputs(images),
+                                  "label": labels.astype(np.int32)},
+                                 shuffle=False, num_parallel_workers=1).batch(batch)
     net, _, model, _ = make_model(one, steps // epochs)
     recorder = _StepLosses()
     # All steps in one pass: the learning rate is looked up by global step, so one
@@ -434,10 +446,8 @@ def replay_averaged(records: Sequence[RankRecord], config: Any, steps: int | Non
     """
     if reduce not in ("mean", "sum"):
         raise ValueError(f"reduce: must be 'mean' or 'sum', got {reduce!r}")
-    import mindspore.dataset as ds
     from mindspore import nn
 
-    from msresnet.pipeline import image_transforms
     from msresnet.train import make_loss, make_model, set_context
 
     records = sorted(records, key=lambda r: r.rank)
@@ -450,14 +460,14 @@ def replay_averaged(records: Sequence[RankRecord], config: Any, steps: int | Non
     with_loss.set_train(True)
     grad_fn = ms.value_and_grad(with_loss, None, optimizer.parameters)
 
+    # Every rank's images through the same per-image operations as the training
+    # pipeline (after its random crop and flip), once, in one fully read pipeline.
+    inputs = {record.rank: _pipeline_inputs(record.images) for record in records}
+
     def tensors(record: RankRecord, step: int) -> tuple[ms.Tensor, ms.Tensor]:
         chosen = record.image_steps == step
-        data = ds.NumpySlicesDataset({"image": record.images[chosen]}, shuffle=False,
-                                     num_parallel_workers=1)
-        data = data.map(image_transforms(training=False), input_columns="image",
-                        num_parallel_workers=1).batch(int(chosen.sum()))
-        image = next(data.create_tuple_iterator(num_epochs=1))[0]
-        return image, ms.Tensor(record.labels[chosen].astype(np.int32))
+        return (ms.Tensor(inputs[record.rank][chosen]),
+                ms.Tensor(record.labels[chosen].astype(np.int32)))
 
     losses = []
     for step in range(steps):
