@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from msresnet.cpu_speed import ISA_VARIABLE
+from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
 
 MODES = ("graph", "pynative")
 DEFAULT_ISA = "default"
@@ -69,17 +69,6 @@ class BenchResult:
     first_step_s: float          # includes graph compilation in graph mode
     step_times_s: list[float] = field(default_factory=list)
     final_loss: float = float("nan")
-
-
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (or what platform knows)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def load_average() -> list[float] | None:

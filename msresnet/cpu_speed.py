@@ -35,6 +35,17 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     return set()
 
 
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's marketing name, for benchmark and run records."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
 def apply_fast_isa(environ: MutableMapping[str, str] | None = None,
                    flags: set[str] | None = None) -> str:
     """Set ``ONEDNN_MAX_CPU_ISA=AVX2`` when it helps and the user has not chosen.

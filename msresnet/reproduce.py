@@ -31,7 +31,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from typing import Any
 import nbformat
 import yaml
 
+from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
 from msresnet.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.paths import REPO_ROOT
@@ -169,15 +169,7 @@ def versions() -> dict[str, str]:
 
 
 def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu_model": model, "cpu_count": os.cpu_count(), "platform": platform.platform(),
+    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
             "hostname": platform.node()}
 
 

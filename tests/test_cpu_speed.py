@@ -58,3 +58,10 @@ def test_import_applies_it_before_mindspore():
     if cpu_speed.platform.machine().lower() not in {"x86_64", "amd64"}:
         expected = "None"
     assert out == expected
+
+
+def test_cpu_model_reads_the_model_name(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t: avx2\n")
+    assert cpu_speed.cpu_model(info) == "Example CPU 9000"
+    assert cpu_speed.cpu_model(tmp_path / "missing")  # falls back to something non-empty

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import sys
 from pathlib import Path
@@ -23,6 +22,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from msresnet.cpu_speed import cpu_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FILES = ("history.json", "history.csv", "sweep.csv", "sweep.json", "best.json", "config.yaml",
@@ -70,16 +71,6 @@ def main(run_dir: str) -> None:
     print("written to", HERE)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def write_readme(run: Path, history: list[dict], sweep: dict) -> None:
     import yaml
 
@@ -104,7 +95,7 @@ def write_readme(run: Path, history: list[dict], sweep: dict) -> None:
 The book's reference result for the `cpu` profile, trained once on the CI machine.
 
 - **Date**: {started} (UTC, start of training)
-- **Machine**: {os.cpu_count()} cores, {_cpu_model()}; MindSpore CPU, graph mode, float32
+- **Machine**: {os.cpu_count()} cores, {cpu_model()}; MindSpore CPU, graph mode, float32
 - **Command**: `python -m msresnet.train cpu --output runs/cpu`, then
   `python -m msresnet.sweep runs/cpu --data_dir data --eval_samples null` and
   `python results/cpu/make_report.py runs/cpu`
