@@ -58,9 +58,10 @@ def test_worker_count_is_capped_at_the_cores(monkeypatch):
     assert worker_count(None) == 1
 
 
-def test_worker_count_default_is_the_measured_one(monkeypatch):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 64)
-    assert worker_count(None) == pipeline.DEFAULT_WORKERS
+@pytest.mark.parametrize("cores, auto", [(1, 1), (2, 1), (4, 1), (6, 3), (16, 8), (96, 8)])
+def test_worker_count_auto_is_sized_to_the_machine(monkeypatch, cores, auto):
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: cores)
+    assert worker_count(None) == auto
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
