@@ -277,8 +277,12 @@ def run_selected(selected: Sequence[Chapter], declared: Mapping[str, Any],
     """Run the chapters in order, updating ``run`` and ``run.json`` after each."""
     run_file = out / "run.json"
     for index, chapter in enumerate(selected, 1):
-        params = {**shared, **{k: v for k, v in user.items()
-                               if k in FIELDS or k in declared[chapter.name]}}
+        # The profile goes to every chapter, the shared output folder only to the chapters
+        # that declare output_dir (papermill warns about any other name it injects), and
+        # the user's config keys to all: each chapter's guard accepts every config key.
+        params = {**{k: v for k, v in shared.items()
+                     if k == "profile" or k in declared[chapter.name]},
+                  **{k: v for k, v in user.items() if k in FIELDS or k in declared[chapter.name]}}
         done = previous.get(chapter.name)
         if (done and done.get("status") == "ok" and done.get("params_hash") == params_hash(params)
                 and (out / done["output"]).exists()):

@@ -22,7 +22,14 @@ from msresnet.notebook import (METRICS_DIR_VARIABLE, ParameterError, ParameterGu
 from msresnet.paths import REPO_ROOT
 
 EXTRAS = {"plot_epochs"}
-CHAPTERS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# Chapters not yet converted to the parameter pattern (papermill issue): expected to
+# fail, strictly, so converting one without removing it from this set is noticed.
+NOT_YET_CONVERTED = {"01_dataset"}
+CHAPTERS = [
+    pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="not yet converted"))
+    if path.stem in NOT_YET_CONVERTED else path
+    for path in sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+]
 
 
 @pytest.fixture(autouse=True)

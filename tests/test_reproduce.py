@@ -146,7 +146,9 @@ def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypat
                   '    "train_samples": config.train_samples, "epoch_size": config.epoch_size,\n'
                   '    "data_dir": config.data_dir, "output_dir": config.output_dir,\n'
                   '    "steps": steps});',
-                  extras={"steps": 1}, fields=("epoch_size", "train_samples", "data_dir"))
+                  extras={"steps": 1},
+                  fields=("epoch_size", "train_samples", "data_dir", "output_dir"))
+    write_chapter(book, "02_quiet", 'record_metrics("02_quiet", {"output_dir": config.output_dir});')
     monkeypatch.chdir(tmp_path)
     run = reproduce.reproduce("cpu", Path("run"), [("train_samples", "null"), ("steps", "7"),
                                                    ("data_dir", "mydata")],
@@ -156,6 +158,10 @@ def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypat
                        "epoch_size": run["parameters"]["epoch_size"],
                        "data_dir": str(tmp_path / "mydata"),
                        "output_dir": str(tmp_path / "run" / "train")}
+    # the shared output folder goes only to chapters that declare output_dir
+    profile_output = (book / run["notebooks"][1]["metrics"]["output_dir"]).resolve()
+    assert profile_output == REPO_ROOT / "runs" / "cpu"  # the profile's, from the chapter's folder
+    assert "output_dir" not in run["notebooks"][1]["parameters"]
     assert METRICS_DIR_VARIABLE not in os.environ  # restored after the run
 
 

@@ -24,8 +24,8 @@ EXPECTED_METRICS = {
     "03_model": {"parameters", "macs_per_image", "train_images_per_second"},
     "04_train_eval": {"final_train_loss", "best_top1", "best_epoch", "train_images_per_second",
                       "train_seconds"},
-    "05_checkpoint_sweep": {"best_checkpoint_top1", "best_checkpoint_top5", "last_top1",
-                            "checkpoints_swept", "seconds_per_checkpoint"},
+    "05_checkpoint_sweep": {"best_top1", "best_top5", "last_top1", "checkpoints",
+                            "seconds_per_checkpoint"},
     "06_obs_staging": {"archive_upload_mb_per_s", "folder_upload_mb_per_s",
                        "job_uploaded_files"},
 }
