@@ -68,19 +68,21 @@ def worker_count(requested: int | None = None) -> int:
     negative and non-integer requests raise :class:`PipelineError`.
 
     ``None`` means "auto": 1 on machines with up to :data:`SMALL_MACHINE_CORES`
-    cores, else half the cores but at most :data:`MAX_AUTO_WORKERS`. Why 1 on
-    small machines, measured on the book's 2-core test machine (MindSpore 2.10 CPU,
-    batch 32, numbers in chapter 1): on its own the pipeline makes about 8,000-15,000
-    training images/s at 32x32 and 1,200-2,300 at 224x224 with 1 or 2 workers, while
-    a ResNet50 training step consumes about 80 images/s at 32x32 (about 2 at 224).
-    Fed by the pipeline, training ran as fast with 1 worker per stage as with 2 and
-    as on synthetic tensors, within the run-to-run noise; a second thread per stage
-    cannot make training faster, it only competes with MindSpore's compute threads
-    for the same cores. One worker also gives the same augmentation stream on every
-    small machine (the worker count is part of what a seed reproduces). Big hosts
-    feed GPUs or Ascend cards that consume thousands of 224x224 images/s, which one
-    thread cannot make, hence the models repo's 8 there, leaving half the cores to
-    the framework (not measured here: no such machine).
+    cores, else half the cores but at most :data:`MAX_AUTO_WORKERS`.
+
+    Why 1 on small machines, measured on the book's 2-core test machine (MindSpore
+    2.10 CPU, the book's ResNet50 at 32x32, batch 32, chapter 1 has the table): on
+    its own the pipeline makes 8,000-15,000 training images/s at 32x32 (1,200-2,300
+    at 224x224) with 1 or 2 workers, while a training step consumes about 75
+    images/s. Fed by the pipeline, training ran at 74 images/s (mean of 14 runs)
+    with 1 worker per stage, 71 (15 runs) with 2 and 77 (13 runs) on synthetic
+    tensors, run-to-run spread about 8: a second worker bought nothing and if
+    anything cost a little, because every data thread competes with MindSpore's
+    compute threads for the same two cores. One worker also gives the same
+    augmentation stream on every small machine (the worker count is part of what
+    a seed reproduces). Big hosts feed GPUs or Ascend cards that consume thousands
+    of 224x224 images/s, more than one thread makes, hence the models repo's 8
+    there, leaving half the cores to the framework (not measured: no such machine).
     """
     cores = os.cpu_count() or 1
     if requested is None:

@@ -93,6 +93,7 @@ class RankDump(Callback):
         self.image_steps: list[np.ndarray] = []
         self.losses: list[float] = []
         self.step_epochs: list[int] = []
+        self.step_seconds: list[float] = []
         self.epochs: list[dict[str, Any]] = []
         self._epoch_start = self._last_step = 0.0
         self._epoch_first_step = 0
@@ -105,6 +106,9 @@ class RankDump(Callback):
         self._epoch = int(cb_params.cur_epoch_num)
 
     def on_train_step_end(self, run_context: Any) -> None:
+        # This step's wall time, since the previous step ended (or the epoch began),
+        # not counting this callback's own copying below.
+        self.step_seconds.append(time.perf_counter() - self._last_step)
         cb_params = run_context.original_args()
         step = len(self.losses)
         element = getattr(cb_params, "train_dataset_element", None)
@@ -147,7 +151,8 @@ class RankDump(Callback):
             image_epochs=stack(self.image_epochs, (0,), np.int32),
             image_steps=stack(self.image_steps, (0,), np.int32),
             losses=np.asarray(self.losses, np.float64),
-            step_epochs=np.asarray(self.step_epochs, np.int32))
+            step_epochs=np.asarray(self.step_epochs, np.int32),
+            step_seconds=np.asarray(self.step_seconds, np.float64))
         ms.save_checkpoint(cb_params.train_network,
                            str(self.directory / PARAMS_FILE.format(**names)))
         summary = {"rank": self.rank, "group_size": self.group_size, "finished": True,
@@ -184,6 +189,7 @@ class RankRecord:
     image_steps: np.ndarray     # (N,) step index (from 0) of each image
     losses: np.ndarray          # (steps,) this rank's loss of every step
     step_epochs: np.ndarray     # (steps,) epoch of every step
+    step_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (steps,) wall time
     summary: dict[str, Any] = field(default_factory=dict)
     params_path: Path | None = None
 
@@ -204,6 +210,13 @@ def load_rank(directory: str | os.PathLike[str], rank: int) -> RankRecord:
         arrays = {key: data[key] for key in data.files}
     return RankRecord(rank=rank, group_size=int(summary["group_size"]), summary=summary,
                       params_path=directory / PARAMS_FILE.format(rank=rank), **arrays)
+
+
+def step_times(records: Sequence[RankRecord], first_epoch: int = 2) -> np.ndarray:
+    """Wall time of every step from epoch ``first_epoch`` on (epoch 1 includes graph
+    compilation), the slowest rank's for each step: the job moves at its pace."""
+    chosen = records[0].step_epochs >= first_epoch
+    return np.max([r.step_seconds[chosen] for r in records], axis=0)
 
 
 def load_ranks(directory: str | os.PathLike[str]) -> list[RankRecord]:

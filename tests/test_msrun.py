@@ -61,6 +61,12 @@ def test_both_ranks_ran_to_the_end(job):
         assert "done: 2 epochs, 4 steps" in lines
     assert (result.log_dir / "scheduler.log").is_file()
     assert (result.log_dir / "msrun.log").is_file()
+    from msresnet.rank_dump import load_ranks, step_times
+
+    records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
+    assert [len(r.step_seconds) for r in records] == [2 * STEPS_PER_EPOCH] * 2
+    assert all(np.all(r.step_seconds > 0) for r in records)
+    assert step_times(records).shape == (STEPS_PER_EPOCH,)  # epoch 2 only
 
 
 @pytest.mark.timeout(1200)
