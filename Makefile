@@ -51,10 +51,10 @@ book-html: venv
 
 book: data book-html
 
-# The end-to-end papermill reproduction (all chapters under the smoke profile) is
-# its own target until every chapter follows the parameter pattern (issue 6).
+# unit-test includes the end-to-end papermill reproduction (every chapter under the
+# smoke profile, tests/test_reproduce_smoke.py); reproduce-test runs only that.
 unit-test: venv data
-	$(PY) -m pytest -q -m "not browser" --ignore=tests/test_reproduce_smoke.py tests
+	$(PY) -m pytest -q -m "not browser" tests
 
 reproduce-test: venv data
 	$(PY) -m pytest -q tests/test_reproduce_smoke.py

@@ -146,7 +146,8 @@ class Config:
     epoch_size: int = _field(90, _positive_int(), "training epochs")
     train_samples: int | None = _field(
         None, _positive_int(CIFAR10_TRAIN_IMAGES, optional=True),
-        "train on the first N training images; null: all 50,000")
+        "train on N training images per epoch (per device), a fresh random draw "
+        "each epoch from the seeded shuffle; null: all 50,000")
     eval_samples: int | None = _field(
         None, _positive_int(CIFAR10_TEST_IMAGES, optional=True),
         "evaluate on the first N test images; null: all 10,000")

@@ -28,6 +28,9 @@ EXPECTED_METRICS = {
                             "seconds_per_checkpoint"},
     "06_obs_staging": {"archive_upload_mb_per_s", "folder_upload_mb_per_s",
                        "job_uploaded_files"},
+    "07_data_parallel": {"workers", "identical_weight_tensors", "images_shared_between_ranks",
+                         "max_epoch_loss_difference_1x64_vs_2x32", "images_per_second_1_worker",
+                         "images_per_second_data_parallel"},
 }
 
 

@@ -1,0 +1,219 @@
+"""Record a reproduction as the book's reference result and write its page.
+
+``python -m msresnet.reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference``
+leaves executed notebooks, checkpoints (about 180 MB each), ``run.json``,
+``report.md``, the figures the notebooks drew and the metrics they recorded. This
+module copies the small, durable part into the repository (``results/cpu/``) and
+writes ``book/results.md`` from those copies, so the page shows the run's own
+figures and numbers and a test can check that the page still matches them::
+
+    python -m msresnet.results_page runs/cpu-reference --dest results/cpu --page book/results.md
+
+Nothing on the page is typed by hand: change the run, re-record it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+# What the page needs from the training folder (chapter 4's output_dir, OUT/train):
+# the per-epoch history, the best checkpoint's record and the effective config.
+TRAIN_FILES = ("history.json", "history.csv", "best.json", "config.yaml", "result.json")
+
+# Figures drawn by the chapters, in the order extract_figures numbers them, with
+# the caption the page gives each. A chapter that draws more or fewer figures
+# must update this table (record() checks the counts).
+FIGURES: dict[str, tuple[str, ...]] = {
+    "04_train_eval": ("Training and validation loss, validation accuracy and the learning "
+                      "rate per epoch (chapter 4).",),
+    "05_checkpoint_sweep": ("Test accuracy of every checkpoint (chapter 5's sweep).",
+                            "Confusion matrix of the best checkpoint on the test set.",
+                            "Test images the best checkpoint gets wrong (true / predicted label)."),
+}
+
+
+class ResultsError(ValueError):
+    """The run folder is incomplete or did not succeed; the message names what is wrong."""
+
+
+def _load_run(run_dir: Path) -> dict[str, Any]:
+    run_file = run_dir / "run.json"
+    if not run_file.is_file():
+        raise ResultsError(f"{run_file}: no run.json; is {run_dir} a reproduce --out folder?")
+    run = json.loads(run_file.read_text())
+    failed = [e["name"] for e in run.get("notebooks", []) if e.get("status") != "ok"]
+    if failed or not run.get("finished"):
+        raise ResultsError(f"{run_file}: the run did not finish cleanly "
+                           f"(failed: {', '.join(failed) or 'none'}, finished: {run.get('finished')})")
+    return run
+
+
+def record(run_dir: Path, dest: Path) -> list[Path]:
+    """Copy run.json, report.md, metrics, the chapter 4/5 figures and the training records.
+
+    Checkpoints and executed notebooks stay in ``run_dir`` (too big to commit).
+    Returns the files written under ``dest``.
+    """
+    run_dir, dest = Path(run_dir), Path(dest)
+    run = _load_run(run_dir)
+    names = {e["name"] for e in run["notebooks"]}
+    missing = [n for n in ("04_train_eval", "05_checkpoint_sweep") if n not in names]
+    if missing:
+        raise ResultsError(f"{run_dir / 'run.json'}: chapters {missing} did not run; "
+                           "reproduce with --only 1,4,5 (or all chapters)")
+    written: list[Path] = []
+
+    def copy(source: Path, target: Path) -> None:
+        if not source.is_file():
+            raise ResultsError(f"{source}: missing from the run folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        written.append(target)
+
+    copy(run_dir / "run.json", dest / "run.json")
+    copy(run_dir / "report.md", dest / "report.md")
+    for entry in run["notebooks"]:
+        copy(run_dir / "metrics" / f"{entry['name']}.json", dest / "metrics" / f"{entry['name']}.json")
+    for chapter, captions in FIGURES.items():
+        drawn = [f for e in run["notebooks"] if e["name"] == chapter for f in e.get("figures", [])]
+        if len(drawn) != len(captions):
+            raise ResultsError(f"{chapter} drew {len(drawn)} figures, the page expects "
+                               f"{len(captions)}: update results_page.FIGURES")
+        for figure in drawn:
+            copy(run_dir / figure, dest / figure)
+    train_dir = Path(run["parameters"]["output_dir"])
+    if not train_dir.is_absolute():
+        train_dir = run_dir / train_dir
+    for name in TRAIN_FILES:
+        copy(train_dir / name, dest / "train" / name)
+    return written
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def _metric(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def render_page(dest: Path, page: Path) -> str:
+    """The Markdown of the results page, from the records under ``dest``."""
+    dest, page = Path(dest), Path(page)
+    run = _load_run(dest)
+    history = json.loads((dest / "train" / "history.json").read_text())
+    best = json.loads((dest / "train" / "best.json").read_text())
+    entries = {e["name"]: e for e in run["notebooks"]}
+    train = entries["04_train_eval"]["metrics"]
+    sweep = entries["05_checkpoint_sweep"]["metrics"]
+    params = run["parameters"]
+    machine = run["machine"]
+    rel = Path(os.path.relpath(dest, page.parent)).as_posix()
+    train_images = params["train_samples"] or 50_000
+    eval_images = params["eval_samples"] or 10_000
+
+    lines = [
+        "# Results: the reference CPU run",
+        "",
+        "<!-- Written by `python -m msresnet.results_page` from the files in "
+        f"`{Path(os.path.relpath(dest, page.parent.parent)).as_posix()}/`; do not edit by hand. -->",
+        "",
+        f"This page is the `{run['profile']}` profile reproduced end to end by the book's own "
+        "command on a small CPU machine: chapter 1 prepared the data, chapter 4 trained and "
+        "validated ResNet50, chapter 5 swept every checkpoint. The numbers and figures below "
+        "are the run's own records, copied into the repository by "
+        "`python -m msresnet.results_page`; nothing is redrawn or retyped.",
+        "",
+        "```bash",
+        run["command"],
+        f"python -m msresnet.results_page {Path(run['command'].split('--out ')[-1].split()[0]).as_posix()} "
+        "--dest results/cpu --page book/results.md",
+        "```",
+        "",
+        "## Where and when",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| machine | {machine['cpu_model']}, {machine['cpu_count']} cores, {machine['platform']} |",
+        f"| software | MindSpore {run['versions']['mindspore']}, Python {run['versions'].get('python', '?')}, "
+        f"NumPy {run['versions'].get('numpy', '?')} |",
+        f"| device and mode | {run['device']['device_target']}, {run['device']['mode']} mode, "
+        f"{'float32' if params['amp_level'] == 'O0' else params['amp_level']} |",
+        f"| started / finished (UTC) | {run['started']} / {run['finished']} |",
+        f"| git commit | `{run['git']['commit'][:12]}`"
+        f"{' (with uncommitted changes)' if run['git'].get('dirty') else ''} |",
+        "",
+        "## What it reached",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| best top-1 (sweep, {eval_images:,} test images) | **{100 * sweep['best_top1']:.2f}%** "
+        f"(epoch {sweep['best_epoch']}; top-5 {100 * sweep['best_top5']:.2f}%) |",
+        f"| last checkpoint's top-1 | {100 * sweep['last_top1']:.2f}% |",
+        f"| training | {params['epoch_size']} epochs x {train_images:,} images, batch "
+        f"{params['batch_size']}, {train['steps']} steps, lr {params['lr_schedule']} "
+        f"{params['lr_init']} -> {params['lr_max']} -> {params['lr_end']} |",
+        f"| training time | {_minutes(train['train_seconds'])} at "
+        f"{train['train_images_per_second']:.1f} images/s |",
+        f"| validation time | {_minutes(train['eval_seconds'])} at "
+        f"{train['eval_images_per_second']:.0f} images/s |",
+        f"| sweep | {sweep['checkpoints']} checkpoints, {sweep['seconds_per_checkpoint']:.0f} s each |",
+        f"| whole reproduction | {_minutes(run['seconds'])} |",
+        "",
+        "## Per epoch (chapter 4's history)",
+        "",
+        "| epoch | step | lr | train loss | val loss | val top-1 | val top-5 | train s | images/s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in history:
+        lines.append(f"| {r['epoch']} | {r['step']} | {r['lr']:.5f} | {r['train_loss']:.4f} | "
+                     f"{r['val_loss']:.4f} | {100 * r['val_top1']:.2f}% | {100 * r['val_top5']:.2f}% | "
+                     f"{r['train_seconds']:.0f} | {r['images_per_second']:.1f} |")
+    lines += ["", f"Best checkpoint: `{best['source']}` ({best.get('selected_by', '')}).", "",
+              "## Figures", ""]
+    for chapter, captions in FIGURES.items():
+        for figure, caption in zip(entries[chapter].get("figures", []), captions):
+            lines += [f"```{{figure}} {rel}/{figure}", f":alt: {caption}", "", caption, "```", ""]
+    lines += ["## Every recorded metric", "", "| chapter | metric | value |", "| --- | --- | --- |"]
+    for entry in run["notebooks"]:
+        for key, value in sorted(entry["metrics"].items()):
+            lines.append(f"| {entry['name']} | `{key}` | {_metric(value)} |")
+    lines += ["", "Seconds per chapter: " + ", ".join(
+        f"{e['name']} {e['seconds']:.0f} s" for e in run["notebooks"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write_page(dest: Path, page: Path) -> Path:
+    """Write :func:`render_page` to ``page``."""
+    page = Path(page)
+    page.write_text(render_page(dest, page))
+    return page
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m msresnet.results_page",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="a finished reproduce --out folder")
+    parser.add_argument("--dest", type=Path, default=Path("results/cpu"))
+    parser.add_argument("--page", type=Path, default=Path("book/results.md"))
+    args = parser.parse_args(argv)
+    try:
+        written = record(args.run_dir, args.dest)
+        write_page(args.dest, args.page)
+    except ResultsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(written)} files in {args.dest}; page {args.page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

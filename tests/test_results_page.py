@@ -1,0 +1,118 @@
+"""The results page: recorded from a reproduce folder, and never out of step with it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from msresnet import results_page
+from msresnet.paths import REPO_ROOT
+from msresnet.results_page import ResultsError, record, render_page, write_page
+
+HISTORY = [
+    {"epoch": 1, "step": 10, "lr": 0.01, "train_loss": 2.2, "val_loss": 2.0, "val_top1": 0.25,
+     "val_top5": 0.7, "train_seconds": 60.0, "eval_seconds": 5.0, "images_per_second": 70.0},
+    {"epoch": 2, "step": 20, "lr": 0.001, "train_loss": 1.7, "val_loss": 1.6, "val_top1": 0.41,
+     "val_top5": 0.88, "train_seconds": 58.0, "eval_seconds": 5.0, "images_per_second": 72.0},
+]
+
+
+def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 3) -> Path:
+    """A reproduce --out folder as chapters 1, 4 and 5 leave it (no checkpoints needed)."""
+    run_dir = tmp_path / "run"
+    train = run_dir / "train"
+    train.mkdir(parents=True)
+    (train / "history.json").write_text(json.dumps(HISTORY))
+    for name in ("history.csv", "config.yaml", "result.json"):
+        (train / name).write_text("x\n")
+    (train / "best.json").write_text(json.dumps({"source": "resnet50-2_10.ckpt", "top1": 0.4123,
+                                                 "selected_by": "checkpoint sweep"}))
+    metrics = {
+        "01_dataset": {"train_records": 50000},
+        "04_train_eval": {"steps": 20, "train_seconds": 118.0, "eval_seconds": 10.0,
+                          "train_images_per_second": 71.0, "eval_images_per_second": 400.0,
+                          "best_top1": 0.41},
+        "05_checkpoint_sweep": {"best_top1": 0.4123, "best_top5": 0.8811, "best_epoch": 2,
+                                "last_top1": 0.4123, "checkpoints": 2,
+                                "seconds_per_checkpoint": 30.0},
+    }
+    figures = {"04_train_eval": 1, "05_checkpoint_sweep": sweep_figures, "01_dataset": 2}
+    notebooks = []
+    for name, values in metrics.items():
+        (run_dir / "metrics").mkdir(exist_ok=True)
+        (run_dir / "metrics" / f"{name}.json").write_text(json.dumps(values))
+        drawn = []
+        for i in range(figures[name]):
+            path = run_dir / "figures" / f"{name}-{i + 1}.png"
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(b"\x89PNG fake")
+            drawn.append(f"figures/{path.name}")
+        notebooks.append({"name": name, "status": "ok" if name != "05_checkpoint_sweep" else status,
+                          "seconds": 12.5, "metrics": values, "figures": drawn})
+    run = {"profile": "cpu", "command": "python -m msresnet.reproduce --profile cpu --only 1,4,5 "
+                                        "--out runs/cpu-reference",
+           "parameters": {"output_dir": str(train), "train_samples": 320, "eval_samples": None,
+                          "epoch_size": 2, "batch_size": 32, "lr_schedule": "poly",
+                          "lr_init": 0.001, "lr_max": 0.01, "lr_end": 1e-05, "amp_level": "O0"},
+           "versions": {"python": "3.11.9", "mindspore": "2.10.0", "numpy": "1.26.4"},
+           "device": {"device_target": "CPU", "mode": "graph"},
+           "machine": {"cpu_model": "Test CPU", "cpu_count": 2, "platform": "Linux"},
+           "git": {"commit": "0123456789abcdef", "dirty": False},
+           "started": "2026-11-29T20:00:00", "finished": "2026-11-29T20:40:00", "seconds": 2400.0,
+           "notebooks": notebooks}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    (run_dir / "report.md").write_text("# report\n")
+    return run_dir
+
+
+def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
+    run_dir = fake_run(tmp_path)
+    dest, page = tmp_path / "results" / "cpu", tmp_path / "book" / "results.md"
+    page.parent.mkdir()
+    written = record(run_dir, dest)
+    assert dest / "run.json" in written and dest / "train" / "history.json" in written
+    assert (dest / "figures" / "05_checkpoint_sweep-3.png").read_bytes() == b"\x89PNG fake"
+    assert not (dest / "figures" / "01_dataset-1.png").exists(), "only chapters 4 and 5's figures"
+    assert not list(dest.rglob("*.ckpt"))
+
+    text = write_page(dest, page).read_text()
+    assert "**41.23%**" in text and "(epoch 2; top-5 88.11%)" in text
+    assert "| 2 | 20 | 0.00100 | 1.7000 | 1.6000 | 41.00% | 88.00% | 58 | 72.0 |" in text
+    assert "Test CPU, 2 cores" in text and "2 epochs x 320 images" in text
+    assert "python -m msresnet.reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference" in text
+    figures = re.findall(r"```\{figure\} (\S+)", text)
+    assert len(figures) == 4
+    for figure in figures:
+        assert (page.parent / figure).resolve().is_file(), figure
+
+
+@pytest.mark.parametrize("broken, message", [
+    ({"status": "failed"}, "failed: 05_checkpoint_sweep"),
+    ({"sweep_figures": 2}, "05_checkpoint_sweep drew 2 figures, the page expects 3"),
+])
+def test_an_incomplete_run_is_refused_with_the_reason(tmp_path, broken, message):
+    with pytest.raises(ResultsError, match=re.escape(message)):
+        record(fake_run(tmp_path, **broken), tmp_path / "dest")
+
+
+def test_a_missing_training_record_is_named(tmp_path):
+    run_dir = fake_run(tmp_path)
+    (run_dir / "train" / "best.json").unlink()
+    with pytest.raises(ResultsError, match=r"train/best\.json: missing"):
+        record(run_dir, tmp_path / "dest")
+
+
+def test_the_committed_results_page_matches_the_committed_run():
+    """book/results.md is exactly what the recorded run renders to: no hand edits, no drift."""
+    dest, page = REPO_ROOT / "results" / "cpu", REPO_ROOT / "book" / "results.md"
+    assert (dest / "run.json").is_file(), "the reference run is not recorded in results/cpu/"
+    assert page.read_text() == render_page(dest, page), (
+        "book/results.md differs from its records: run python -m msresnet.results_page")
+    for figure in re.findall(r"```\{figure\} (\S+)", page.read_text()):
+        assert (page.parent / figure).resolve().is_file(), figure
+    assert "book/results" in (REPO_ROOT / "_toc.yml").read_text()
+    assert set(results_page.FIGURES) <= {e["name"] for e in
+                                         json.loads((dest / "run.json").read_text())["notebooks"]}
