@@ -147,7 +147,8 @@ def render_page(dest: Path, page: Path) -> str:
         f"NumPy {run['versions'].get('numpy', '?')} |",
         f"| device and mode | {run['device']['device_target']}, {run['device']['mode']} mode, "
         f"{'float32' if params['amp_level'] == 'O0' else params['amp_level']} |",
-        f"| started / finished (UTC) | {run['started']} / {run['finished']} |",
+        f"| started / finished (UTC) | {min(e['started'] for e in run['notebooks'])} / "
+        f"{max(e['finished'] for e in run['notebooks'])} |",
         f"| git commit | `{run['git']['commit'][:12]}`"
         f"{' (with uncommitted changes)' if run['git'].get('dirty') else ''} |",
         "",
@@ -166,7 +167,8 @@ def render_page(dest: Path, page: Path) -> str:
         f"| validation time | {_minutes(train['eval_seconds'])} at "
         f"{train['eval_images_per_second']:.0f} images/s |",
         f"| sweep | {sweep['checkpoints']} checkpoints, {sweep['seconds_per_checkpoint']:.0f} s each |",
-        f"| whole reproduction | {_minutes(run['seconds'])} |",
+        f"| whole reproduction | {_minutes(sum(e['seconds'] for e in run['notebooks']))} "
+        "(the chapters' own times) |",
         "",
         "For scale: the recipe this book follows trains 90 epochs at 224x224 and reaches "
         "91-94% top-1 on Ascend and GPU (cited figures, see the README's reproduction table). "
@@ -193,6 +195,11 @@ def render_page(dest: Path, page: Path) -> str:
     for entry in run["notebooks"]:
         for key, value in sorted(entry["metrics"].items()):
             lines.append(f"| {entry['name']} | `{key}` | {_metric(value)} |")
+    skipped = [e["name"] for e in run["notebooks"] if e.get("skipped")]
+    if skipped:
+        lines += ["", f"Chapters {', '.join(skipped)} were completed by an earlier invocation of "
+                  "the same command and skipped by `--resume` in the one recorded here; their "
+                  "times and metrics are the earlier invocation's."]
     lines += ["", "Seconds per chapter: " + ", ".join(
         f"{e['name']} {e['seconds']:.0f} s" for e in run["notebooks"]) + "."]
     return "\n".join(lines) + "\n"

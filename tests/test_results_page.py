@@ -51,7 +51,9 @@ def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 3) -> P
             path.write_bytes(b"\x89PNG fake")
             drawn.append(f"figures/{path.name}")
         notebooks.append({"name": name, "status": "ok" if name != "05_checkpoint_sweep" else status,
-                          "seconds": 12.5, "metrics": values, "figures": drawn})
+                          "seconds": 12.5, "metrics": values, "figures": drawn,
+                          "started": f"2026-11-29T20:0{len(notebooks)}:00",
+                          "finished": f"2026-11-29T20:1{len(notebooks)}:00"})
     run = {"profile": "cpu", "command": "python -m msresnet.reproduce --profile cpu --only 1,4,5 "
                                         "--out runs/cpu-reference",
            "parameters": {"output_dir": str(train), "train_samples": 320, "eval_samples": None,
@@ -83,11 +85,25 @@ def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
     assert "**41.23%**" in text and "(epoch 2; top-5 88.11%)" in text
     assert "| 2 | 20 | 0.00100 | 1.7000 | 1.6000 | 41.00% | 88.00% | 58 | 72.0 |" in text
     assert "Test CPU, 2 cores" in text and "2 epochs x 320 images" in text
+    assert "| started / finished (UTC) | 2026-11-29T20:00:00 / 2026-11-29T20:12:00 |" in text
+    assert "| whole reproduction | 0.6 min (the chapters' own times) |" in text
+    assert "skipped by `--resume`" not in text
     assert "python -m msresnet.reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference" in text
     figures = re.findall(r"```\{figure\} (\S+)", text)
     assert len(figures) == 4
     for figure in figures:
         assert (page.parent / figure).resolve().is_file(), figure
+
+
+def test_a_resumed_run_says_which_chapters_came_from_the_earlier_invocation(tmp_path):
+    run_dir = fake_run(tmp_path)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["notebooks"][0]["skipped"] = True
+    (run_dir / "run.json").write_text(json.dumps(run))
+    dest = tmp_path / "dest"
+    record(run_dir, dest)
+    assert "Chapters 01_dataset were completed by an earlier invocation" in render_page(
+        dest, tmp_path / "results.md")
 
 
 @pytest.mark.parametrize("broken, message", [

@@ -70,6 +70,12 @@ def test_sweep_scores_every_checkpoint_in_order(run_dir):
     assert len({r.top1 for r in result.records}) > 1, "weights were not reloaded per checkpoint"
 
 
+def test_sweep_counts_the_images_of_a_last_partial_batch_once(run_dir):
+    """70 images in batches of 16 are 5 batches but 70 images, not 80."""
+    result = sw.sweep(run_dir, sw.CheckpointEvaluator(tiny(seed=99), data(samples=70)))
+    assert result.samples == 70
+
+
 def test_sweep_skips_truncated_file_with_warning_and_goes_on(run_dir, caplog):
     bad = run_dir / "resnet50-2_4.ckpt"
     data_bytes = bad.read_bytes()
