@@ -54,7 +54,7 @@ book: data book-html
 # unit-test includes the end-to-end papermill reproduction (every chapter under the
 # smoke profile, tests/test_reproduce_smoke.py); reproduce-test runs only that.
 unit-test: venv data
-	$(PY) -m pytest -q -m "not browser" tests
+	$(PY) -m pytest -q --durations=15 -m "not browser" tests
 
 reproduce-test: venv data
 	$(PY) -m pytest -q tests/test_reproduce_smoke.py

@@ -121,6 +121,7 @@ def render_page(dest: Path, page: Path) -> str:
     eval_images = params["eval_samples"] or 10_000
 
     lines = [
+        "(results)=",
         "# Results: the reference CPU run",
         "",
         "<!-- Written by `python -m msresnet.results_page` from the files in "
