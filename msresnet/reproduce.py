@@ -271,18 +271,6 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], out: Path) -> dict[str
     return entry
 
 
-# A chapter's own working folders (chapter 6's staging cache, chapter 7's job folders)
-# default to fixed places under runs/; a reproduction moves them under --out, so
-# everything it makes is in one folder and two reproductions never share a folder.
-CHAPTER_FOLDERS = {"runs_dir": "", "cache_dir": "cache"}
-
-
-def chapter_folders(chapter: Chapter, declared: Mapping[str, Any], out: Path) -> dict[str, str]:
-    """``runs_dir``/``cache_dir`` under ``out/<chapter name>/`` for chapters that declare them."""
-    return {name: str(out / chapter.name / sub) if sub else str(out / chapter.name)
-            for name, sub in CHAPTER_FOLDERS.items() if name in declared}
-
-
 def run_selected(selected: Sequence[Chapter], declared: Mapping[str, Any],
                  shared: Mapping[str, Any], user: Mapping[str, Any],
                  previous: Mapping[str, Any], out: Path, run: dict[str, Any]) -> None:
@@ -294,7 +282,6 @@ def run_selected(selected: Sequence[Chapter], declared: Mapping[str, Any],
         # the user's config keys to all: each chapter's guard accepts every config key.
         params = {**{k: v for k, v in shared.items()
                      if k == "profile" or k in declared[chapter.name]},
-                  **chapter_folders(chapter, declared[chapter.name], out),
                   **{k: v for k, v in user.items() if k in FIELDS or k in declared[chapter.name]}}
         done = previous.get(chapter.name)
         if (done and done.get("status") == "ok" and done.get("params_hash") == params_hash(params)

@@ -174,21 +174,3 @@ def test_stale_metrics_are_not_reported(tmp_path):
     (out / "metrics" / "01_quiet.json").write_text('{"old": 1}')
     run = reproduce.reproduce("smoke", out, notebook_dir=book)
     assert run["notebooks"][0]["metrics"] == {}
-
-
-def test_chapter_working_folders_go_under_out(tmp_path, monkeypatch):
-    """runs_dir/cache_dir (chapters 6 and 7) move under --out; a -p value still wins."""
-    book = tmp_path / "book"
-    book.mkdir()
-    write_chapter(book, "06_stage", 'record_metrics("06_stage", {"cache_dir": cache_dir})',
-                  extras={"cache_dir": "../runs/06_stage/cache"})
-    write_chapter(book, "07_jobs", 'record_metrics("07_jobs", {"runs_dir": runs_dir})',
-                  extras={"runs_dir": "../runs/07_jobs"})
-    out = tmp_path / "run"
-    run = reproduce.reproduce("smoke", out, notebook_dir=book)
-    assert [e["metrics"] for e in run["notebooks"]] == [
-        {"cache_dir": str(out.resolve() / "06_stage" / "cache")},
-        {"runs_dir": str(out.resolve() / "07_jobs")}]
-    run = reproduce.reproduce("smoke", out, [("runs_dir", "elsewhere")], only="7",
-                              notebook_dir=book)
-    assert run["notebooks"][0]["metrics"] == {"runs_dir": "elsewhere"}
