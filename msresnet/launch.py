@@ -328,9 +328,13 @@ class _Job:
         except psutil.Error:
             return
         for child in children:
-            if child.pid in self.processes:
+            if child.pid in self.ranks:
                 continue
-            self.processes[child.pid] = child
+            # Not "seen once, done": between msrun's fork and exec a worker still shows
+            # msrun's environment (no MS_ROLE yet), so a process without a role is read
+            # again on the next call. Remembering it at first sight lost the rank of a
+            # worker killed early (its failure was then reported as the scheduler's).
+            self.processes.setdefault(child.pid, child)
             try:
                 env = child.environ()
             except psutil.Error:
@@ -373,7 +377,8 @@ def _failure(job: _Job, reason: str) -> LaunchError:
     """The most useful error for a failed job: the first rank that failed and its log."""
     msrun_text = (job.log_dir / MSRUN_LOG).read_text(errors="replace") \
         if (job.log_dir / MSRUN_LOG).is_file() else ""
-    for pid_text, code_text in _WORKER_EXIT.findall(msrun_text):
+    exits = _WORKER_EXIT.findall(msrun_text)
+    for pid_text, code_text in exits:
         rank = job.ranks.get(int(pid_text))
         code = int(code_text)
         if isinstance(rank, int):
@@ -381,6 +386,12 @@ def _failure(job: _Job, reason: str) -> LaunchError:
             return LaunchError(f"{reason}: rank {rank} (pid {pid_text}) {_describe_exit(code)}; "
                                f"every rank's log is in {job.plan.log_dir}",
                                rank=rank, exit_code=code, log=log, tail=log_tail(log))
+    if exits:  # a worker died first, though its rank is unknown: still the cause, not the scheduler
+        pid_text, code_text = exits[0]
+        log = job.log_dir / MSRUN_LOG
+        return LaunchError(f"{reason}: a worker (pid {pid_text}) {_describe_exit(int(code_text))}; "
+                           f"every rank's log is in {job.plan.log_dir}",
+                           exit_code=int(code_text), log=log, tail=log_tail(log))
     if job.scheduler_failed():
         log = job.log_dir / SCHEDULER_LOG
         return LaunchError(f"{reason}: the scheduler failed (port {job.plan.master_port} on "
