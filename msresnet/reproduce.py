@@ -208,6 +208,11 @@ def extract_figures(notebook: Path, folder: Path) -> list[Path]:
     return saved
 
 
+def format_metric(value: Any) -> str:
+    """A recorded metric as the report and the results page show it (floats to 4 digits)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def write_report(out: Path, run: Mapping[str, Any]) -> Path:
     """``report.md``: what ran where, how long, the metrics and the figures."""
     lines = [f"# Reproduction: profile `{run['profile']}`", "",
@@ -224,8 +229,7 @@ def write_report(out: Path, run: Mapping[str, Any]) -> Path:
     lines += ["", "## Metrics", "", "| chapter | metric | value |", "| --- | --- | --- |"]
     for entry in run["notebooks"]:
         for key, value in sorted((entry.get("metrics") or {}).items()):
-            shown = f"{value:.4g}" if isinstance(value, float) else value
-            lines.append(f"| {entry['name']} | {key} | {shown} |")
+            lines.append(f"| {entry['name']} | {key} | {format_metric(value)} |")
     lines += ["", "## Figures", ""]
     for entry in run["notebooks"]:
         for figure in entry.get("figures", []):

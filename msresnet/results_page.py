@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from msresnet.paths import REPO_ROOT
+from msresnet.reproduce import format_metric
+
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
 # the per-epoch history, the best checkpoint's record and the effective config.
 TRAIN_FILES = ("history.json", "history.csv", "best.json", "config.yaml", "result.json")
@@ -99,10 +102,11 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _metric(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def _run_folder(run: dict[str, Any]) -> str:
+    """The reproduce --out folder, as typed from the repository root: OUT is the parent
+    of chapter 4's output_dir (OUT/train)."""
+    out = Path(run["parameters"]["output_dir"]).parent
+    return out.relative_to(REPO_ROOT).as_posix() if out.is_relative_to(REPO_ROOT) else out.as_posix()
 
 
 def render_page(dest: Path, page: Path) -> str:
@@ -135,8 +139,7 @@ def render_page(dest: Path, page: Path) -> str:
         "",
         "```bash",
         run["command"],
-        f"python -m msresnet.results_page {Path(run['command'].split('--out ')[-1].split()[0]).as_posix()} "
-        "--dest results/cpu --page book/results.md",
+        f"python -m msresnet.results_page {_run_folder(run)} --dest results/cpu --page book/results.md",
         "```",
         "",
         "## Where and when",
@@ -195,7 +198,7 @@ def render_page(dest: Path, page: Path) -> str:
     lines += ["## Every recorded metric", "", "| chapter | metric | value |", "| --- | --- | --- |"]
     for entry in run["notebooks"]:
         for key, value in sorted(entry["metrics"].items()):
-            lines.append(f"| {entry['name']} | `{key}` | {_metric(value)} |")
+            lines.append(f"| {entry['name']} | `{key}` | {format_metric(value)} |")
     skipped = [e["name"] for e in run["notebooks"] if e.get("skipped")]
     if skipped:
         lines += ["", f"Chapters {', '.join(skipped)} were completed by an earlier invocation of "
