@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from msresnet.paths import REPO_ROOT
 from msresnet.reproduce import format_metric
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
@@ -102,13 +101,6 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _run_folder(run: dict[str, Any]) -> str:
-    """The reproduce --out folder, as typed from the repository root: OUT is the parent
-    of chapter 4's output_dir (OUT/train)."""
-    out = Path(run["parameters"]["output_dir"]).parent
-    return out.relative_to(REPO_ROOT).as_posix() if out.is_relative_to(REPO_ROOT) else out.as_posix()
-
-
 def render_page(dest: Path, page: Path) -> str:
     """The Markdown of the results page, from the records under ``dest``."""
     dest, page = Path(dest), Path(page)
@@ -139,7 +131,8 @@ def render_page(dest: Path, page: Path) -> str:
         "",
         "```bash",
         run["command"],
-        f"python -m msresnet.results_page {_run_folder(run)} --dest results/cpu --page book/results.md",
+        f"python -m msresnet.results_page {Path(run['command'].split('--out ')[-1].split()[0]).as_posix()} "
+        "--dest results/cpu --page book/results.md",
         "```",
         "",
         "## Where and when",
