@@ -5,7 +5,8 @@
 the validation pass it runs *inside* the epoch, then ``on_train_epoch_end`` (where
 ``cb_params.eval_results`` holds the validation metrics) and ``on_train_end``.
 
-* :class:`Progress`: a tqdm bar per epoch with loss, learning rate and images/s.
+* :class:`Progress`: loss, learning rate and images/s: a tqdm bar on a terminal,
+  one line per epoch in notebooks and logs.
 * :class:`AtomicCheckpoint`: ``ModelCheckpoint``'s job (same ``CheckpointConfig``,
   same file names) with atomic writes and the epoch/global step recorded in the file.
 * :class:`BestCheckpoint`: ``best.ckpt`` + ``best.json`` whenever validation top-1
@@ -86,16 +87,22 @@ class _StepCounter(Callback):
 
 
 class Progress(_StepCounter):
-    """A tqdm bar per epoch: ``loss``, ``lr`` and ``img/s`` (training images per second).
+    """Training progress: a live tqdm bar on a terminal, one line per epoch elsewhere.
+
+    Each epoch ends with ``loss`` (the last step's), ``lr``, ``img/s`` (training
+    images per second) and, after validation, the epoch's validation top-1. On a
+    terminal a bar redraws as the steps run; written to a notebook, a log file or
+    a pipe, the redraws would pile up as hundreds of stale lines (and differ on
+    every run), so there only the epoch's final line is written. ``bars`` forces
+    either form (None: a bar exactly when ``file`` is a terminal).
 
     The first step of a run includes graph compilation, so the first epoch's rate
-    starts low and climbs; later epochs show the steady rate. After validation the
-    bar also shows the epoch's validation top-1.
+    is lower than the steady rate of later epochs.
     """
 
     def __init__(self, epoch_size: int, steps_per_epoch: int, batch_size: int,
                  lr: Sequence[float] | np.ndarray, step_offset: int = 0, file: Any = None,
-                 disable: bool = False) -> None:
+                 disable: bool = False, bars: bool | None = None) -> None:
         super().__init__(step_offset)
         self.epoch_size = epoch_size
         self.steps_per_epoch = steps_per_epoch
@@ -103,51 +110,85 @@ class Progress(_StepCounter):
         self.lr = np.asarray(lr)
         self.file = file
         self.disable = disable
+        self.bars = bars
         self._bar: tqdm | None = None
-        self._start = 0.0
+        self._epoch: int | None = None
+        self._desc = ""
+        self._steps = 0
+        self._start = self._seconds = 0.0
         self._postfix: dict[str, str] = {}
 
+    @property
+    def _out(self) -> Any:
+        return self.file if self.file is not None else sys.stderr
+
+    def _use_bars(self) -> bool:
+        if self.bars is not None:
+            return self.bars
+        isatty = getattr(self._out, "isatty", None)
+        try:
+            return bool(isatty()) if callable(isatty) else False
+        except (ValueError, OSError):  # a closed or detached stream
+            return False
+
     def on_train_epoch_begin(self, run_context: Any) -> None:
-        epoch = run_context.original_args().cur_epoch_num
-        self._bar = tqdm(total=self.steps_per_epoch, desc=f"epoch {epoch}/{self.epoch_size}",
-                         unit="step", file=self.file if self.file is not None else sys.stderr,
-                         disable=self.disable, leave=True, mininterval=0.5)
+        if self.disable:
+            return
+        self._epoch = int(run_context.original_args().cur_epoch_num)
+        self._desc = f"epoch {self._epoch}/{self.epoch_size}"
+        self._steps = 0
         self._start = time.perf_counter()
+        self._seconds = 0.0
         self._postfix = {}
+        if self._use_bars():
+            self._bar = tqdm(total=self.steps_per_epoch, desc=self._desc, unit="step",
+                             file=self._out, leave=True, mininterval=0.5)
 
     def on_train_step_end(self, run_context: Any) -> None:
-        if self._bar is None:
+        if self._epoch is None:
             return
         cb_params = run_context.original_args()
         in_epoch = (int(cb_params.cur_step_num) - 1) % self.steps_per_epoch + 1
-        self._bar.update(max(in_epoch - self._bar.n, 0))  # sink mode: several steps at once
+        self._steps = in_epoch
         step = self.global_step(cb_params)
-        seconds = time.perf_counter() - self._start
+        seconds = self._seconds = time.perf_counter() - self._start
         self._postfix = {
             "loss": f"{loss_value(cb_params.net_outputs):.4f}",
             "lr": f"{float(self.lr[min(step, len(self.lr)) - 1]):.5f}",
             "img/s": f"{in_epoch * self.batch_size / max(seconds, 1e-9):.1f}",
         }
-        self._bar.set_postfix(self._postfix, refresh=False)
+        if self._bar is not None:
+            self._bar.update(max(in_epoch - self._bar.n, 0))  # sink mode: several steps at once
+            self._bar.set_postfix(self._postfix, refresh=False)
 
     def on_eval_begin(self, run_context: Any) -> None:
         if self._bar is not None:
-            self._bar.set_description_str(f"{self._bar.desc} validating")
+            self._bar.set_description_str(f"{self._desc} validating")
 
     def on_train_epoch_end(self, run_context: Any) -> None:
-        if self._bar is None:
+        if self._epoch is None:
             return
         metrics = eval_metrics(run_context.original_args())
         if metrics:
             self._postfix["val_top1"] = f"{metrics['top1']:.4f}"
-            self._bar.set_postfix(self._postfix, refresh=False)
-        self._bar.close()
-        self._bar = None
+        self._finish()
 
     def on_train_end(self, run_context: Any) -> None:
+        if self._epoch is not None:
+            self._finish()
+
+    def _finish(self) -> None:
+        """Close the bar, or write the epoch's one line."""
         if self._bar is not None:
+            self._bar.set_postfix(self._postfix, refresh=False)
             self._bar.close()
-            self._bar = None
+        else:
+            fields = ", ".join(f"{k}={v}" for k, v in self._postfix.items())
+            line = (f"{self._desc}: {self._steps}/{self.steps_per_epoch} steps "
+                    f"in {self._seconds:.1f} s" + (f", {fields}" if fields else ""))
+            print(line, file=self._out, flush=True)
+        self._bar = None
+        self._epoch = None
 
 
 class AtomicCheckpoint(_StepCounter):
