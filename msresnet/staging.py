@@ -4,7 +4,10 @@ A ModelArts training job receives ``--data_url`` and ``--train_url`` pointing at
 copies the dataset to the node's local ``/cache`` with ``mox.file.copy_parallel``,
 trains from local disk and copies checkpoints and logs back. MoXing is not public;
 this module offers the same small API on top of fsspec/s3fs, which speak the S3
-protocol that OBS (and MinIO, Ceph, AWS S3, ...) implements:
+protocol that OBS (and MinIO, Ceph, AWS S3, ...) implements. Where ``import moxing``
+works (on ModelArts, where the platform has already authorised it), the functions
+hand remote work to ``moxing.file`` instead, so a job on ModelArts needs no AK/SK
+and no s3fs (see :func:`backend` and ``MSRESNET_STAGING_BACKEND``):
 
 ``copy_parallel(src_url, dst_url)``  copy the files *inside* a folder into a folder
 ``copy(src_url, dst_url)``           copy one file
@@ -37,7 +40,9 @@ Why copies are safe to repeat or interrupt:
 * Each request is retried by botocore (``S3_MAX_ATTEMPTS``, exponential backoff) and
   each file again by :func:`copy_parallel` (``retries``), while a missing bucket or
   key, rejected credentials and an unreachable endpoint fail at once with their own
-  :class:`StagingError` subclass naming the URL.
+  :class:`StagingError` subclass naming the URL. A server that keeps answering with
+  an internal error (HTTP 5xx) after those retries ends in :class:`ServerError`,
+  naming the URL, the S3 operation and the server's own message.
 """
 
 from __future__ import annotations
@@ -59,17 +64,23 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 import fsspec
 from fsspec.callbacks import Callback
-from s3fs import S3FileSystem
 from tqdm import tqdm
+
+if TYPE_CHECKING:  # s3fs (and botocore) are imported only when a store is opened
+    from s3fs import S3FileSystem
 
 __all__ = [
     "ENVIRONMENT", "StagingError", "ConfigurationError", "CredentialsError",
     "AccessDeniedError", "BucketNotFoundError", "ObjectNotFoundError",
-    "EndpointUnreachableError", "TransferError", "CopyResult", "StoreSettings",
-    "ObsFileSystem", "copy", "copy_parallel", "exists", "is_directory",
-    "list_directory", "file_sizes", "make_dirs", "remove", "filesystem", "local_server",
+    "EndpointUnreachableError", "TransferError", "ServerError", "CopyResult",
+    "StoreSettings", "ObsFileSystem", "copy", "copy_parallel", "exists", "is_directory",
+    "list_directory", "file_sizes", "make_dirs", "remove", "filesystem", "backend",
+    "moxing_file",
 ]
 
 #: Every environment variable this module reads, and what it is for.
@@ -89,6 +100,8 @@ ENVIRONMENT: dict[str, str] = {
     "S3_READ_TIMEOUT": "seconds to wait for response data (default 60).",
     "S3_MAX_ATTEMPTS": "attempts per request incl. the first, with backoff (default 3).",
     "S3_ANONYMOUS": "1 for unsigned requests to public buckets (no credentials needed).",
+    "MSRESNET_STAGING_BACKEND": "auto (default: MoXing when importable, else "
+                                "fsspec/s3fs), moxing, or open (always fsspec/s3fs).",
 }
 
 #: Parts of multipart uploads; also used to recompute multipart ETags locally.
@@ -136,6 +149,20 @@ class EndpointUnreachableError(StagingError):
 
 class TransferError(StagingError):
     """A transfer kept failing after its retries."""
+
+
+class ServerError(TransferError):
+    """The store answered with an internal error (HTTP 5xx) on every retry.
+
+    ``operation`` is the S3 operation (``GetObject``, ``ListObjectsV2``, ...),
+    ``status`` the HTTP status and ``server_message`` what the server said, so a
+    support ticket can quote them; the message names the URL as well.
+    """
+
+    def __init__(self, message: str, url: str | None = None, *, operation: str = "",
+                 status: int | None = None, server_message: str = "") -> None:
+        super().__init__(message, url)
+        self.operation, self.status, self.server_message = operation, status, server_message
 
 
 # ------------------------------------------------------------------------ settings
@@ -219,22 +246,44 @@ class _SafeRepr:
         return f"{type(self).__name__}(endpoint={endpoint!r})"
 
 
-class S3StagingFileSystem(_SafeRepr, S3FileSystem):
-    """s3fs with a credential-free repr (credentials come from the environment)."""
+_S3_CLASSES: dict[str, type] = {}
 
 
-class ObsFileSystem(_SafeRepr, S3FileSystem):
-    """``obs://`` URLs: the S3 protocol under its own protocol name.
+def _s3_classes() -> dict[str, type]:
+    """The two filesystem classes, built on first use: importing s3fs pulls in
+    botocore and aiobotocore, which a ModelArts job that uses MoXing never needs."""
+    if not _S3_CLASSES:
+        from s3fs import S3FileSystem
 
-    A plain alias (``fsspec.register_implementation("obs", S3FileSystem)``) would
-    keep ``S3FileSystem.protocol == ("s3", "s3a")``, so ``obs://bucket/key`` would
-    not be stripped and ``obs:`` would end up in the bucket name.
-    """
+        class S3StagingFileSystem(_SafeRepr, S3FileSystem):
+            """s3fs with a credential-free repr (credentials come from the environment)."""
 
-    protocol = ("obs",)
+        class ObsFileSystem(_SafeRepr, S3FileSystem):
+            """``obs://`` URLs: the S3 protocol under its own protocol name.
+
+            A plain alias (``fsspec.register_implementation("obs", S3FileSystem)``)
+            would keep ``S3FileSystem.protocol == ("s3", "s3a")``, so
+            ``obs://bucket/key`` would not be stripped and ``obs:`` would end up in
+            the bucket name.
+            """
+
+            protocol = ("obs",)
+
+        for cls in (S3StagingFileSystem, ObsFileSystem):
+            cls.__module__, cls.__qualname__ = __name__, cls.__name__
+            _S3_CLASSES[cls.__name__] = cls
+    return _S3_CLASSES
 
 
-fsspec.register_implementation("obs", ObsFileSystem, clobber=True)
+def __getattr__(name: str) -> Any:
+    """``staging.ObsFileSystem`` / ``staging.S3StagingFileSystem``, built lazily."""
+    if name in ("ObsFileSystem", "S3StagingFileSystem"):
+        return _s3_classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# by name, so fsspec imports it (and s3fs) only when an obs:// URL is opened
+fsspec.register_implementation("obs", f"{__name__}.ObsFileSystem", clobber=True)
 
 
 _FILESYSTEMS: dict[tuple[Any, ...], S3FileSystem] = {}
@@ -295,7 +344,7 @@ def _new_filesystem(scheme: str, settings: StoreSettings) -> S3FileSystem:
         client["region_name"] = settings.region
     if not settings.verify_ssl:
         client["verify"] = False
-    cls = ObsFileSystem if scheme == "obs" else S3StagingFileSystem
+    cls = _s3_classes()["ObsFileSystem" if scheme == "obs" else "S3StagingFileSystem"]
     return cls(
         anon=settings.anonymous,
         endpoint_url=settings.endpoint,
@@ -326,10 +375,12 @@ class Location:
         return self.key if not self.remote else f"{self.bucket}/{self.key}".rstrip("/")
 
     def child(self, relative: str) -> Location:
+        """The file ``relative`` below this folder (its ``url`` names the file)."""
         if not self.remote:
-            return Location("file", "", os.path.join(self.key, *relative.split("/")), self.url)
+            path = os.path.join(self.key, *relative.split("/"))
+            return Location("file", "", path, path)
         key = f"{self.key.rstrip('/')}/{relative}" if self.key.strip("/") else relative
-        return Location(self.scheme, self.bucket, key, self.url)
+        return Location(self.scheme, self.bucket, key, f"{self.url.rstrip('/')}/{relative}")
 
 
 def parse_url(url: str | os.PathLike[str]) -> Location:
@@ -408,10 +459,24 @@ def _translate(exc: BaseException, loc: Location, endpoint: str | None) -> Stagi
                 return AccessDeniedError(
                     f"access denied to {url} by {where} ({code or status}): the "
                     "credentials lack permission, or were rejected", url)
+            if isinstance(status, int) and status >= 500:
+                return _server_error(err, url, where)
             return None
     if isinstance(exc, FileNotFoundError) and not loc.remote:
         return ObjectNotFoundError(f"no such file or folder: {url}", url)
     return None
+
+
+def _server_error(err: Any, url: str, where: str) -> ServerError:
+    """A 5xx answer that outlived botocore's retries (S3_MAX_ATTEMPTS)."""
+    error = err.response.get("Error", {})
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = str(error.get("Code") or status)
+    operation = str(getattr(err, "operation_name", "") or "request")
+    said = str(error.get("Message") or "").strip() or "(no message)"
+    return ServerError(
+        f"{where} answered {operation} for {url} with HTTP {status} {code} on every "
+        f"attempt: {said}", url, operation=operation, status=status, server_message=said)
 
 
 @contextmanager
@@ -561,7 +626,7 @@ class _Store:
         if not self.loc.remote:
             root = self.loc.path
             for folder, dirs, files in os.walk(root):
-                dirs.sort()
+                dirs[:] = sorted(d for d in dirs if not _is_temp(d))
                 for name in files:
                     if _is_temp(name):
                         continue
@@ -753,6 +818,12 @@ def _run_copy(pairs: list[tuple[str, FileInfo]], src: _Store, dst: _Store,
                 raise
             except Exception as exc:  # noqa: BLE001 - transient: retry with backoff
                 meter.undo()
+                if attempt == retries and isinstance(exc, ServerError):
+                    raise ServerError(
+                        f"copying {_redact(src_loc.url)} to {_redact(dst_loc.url)} failed "
+                        f"after {retries + 1} attempts: {exc}", exc.url,
+                        operation=exc.operation, status=exc.status,
+                        server_message=exc.server_message) from exc
                 if attempt == retries:
                     raise TransferError(
                         f"copying {_redact(src_loc.url)} to {_redact(dst_loc.url)} failed "
@@ -782,6 +853,123 @@ def _run_copy(pairs: list[tuple[str, FileInfo]], src: _Store, dst: _Store,
     result.copied_files.sort()
 
 
+# ---------------------------------------------------------------------- MoXing
+def moxing_file() -> ModuleType | None:
+    """``moxing.file`` when remote work goes to MoXing, else None (fsspec/s3fs).
+
+    ``MSRESNET_STAGING_BACKEND`` decides: ``auto`` (default) uses MoXing whenever
+    ``import moxing`` works - on ModelArts, where the platform has authorised it,
+    so no AK/SK is needed - ``moxing`` insists on it, ``open`` never uses it.
+    """
+    choice = os.environ.get("MSRESNET_STAGING_BACKEND", "").strip().lower() or "auto"
+    if choice not in ("auto", "moxing", "open"):
+        raise ConfigurationError(
+            f"MSRESNET_STAGING_BACKEND must be auto, moxing or open, got {choice!r}")
+    if choice == "open":
+        return None
+    try:
+        import moxing
+    except ImportError:
+        if choice == "moxing":
+            raise ConfigurationError(
+                "MSRESNET_STAGING_BACKEND=moxing, but `import moxing` fails (MoXing "
+                "is installed on ModelArts only)") from None
+        return None
+    return moxing.file  # type: ignore[no-any-return]
+
+
+def backend() -> str:
+    """``"moxing"`` or ``"open"``: who handles obs:// and s3:// URLs here."""
+    return "open" if moxing_file() is None else "moxing"
+
+
+def _mox_for(*locs: Location) -> ModuleType | None:
+    """MoXing, if it is to be used and one of the locations is remote."""
+    return moxing_file() if any(loc.remote for loc in locs) else None
+
+
+def _mox_url(loc: Location) -> str:
+    return f"{loc.scheme}://{loc.path}" if loc.remote else loc.path
+
+
+def _mox_call(mox: ModuleType, operation: str, loc: Location, *args: Any,
+              **kwargs: Any) -> Any:
+    """Call ``mox.file.<operation>``; its errors become StagingErrors naming the URL."""
+    try:
+        return getattr(mox, operation)(*args, **kwargs)
+    except StagingError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - MoXing's own exception classes
+        url = _redact(loc.url)
+        name = type(exc).__name__
+        text = f"MoXing {operation} failed for {url}: {name}: {exc}"
+        if isinstance(exc, FileNotFoundError) or "NotExist" in name or "NotFound" in name:
+            raise ObjectNotFoundError(text, url) from exc
+        raise TransferError(text, url) from exc
+
+
+def _local_files(root: str) -> dict[str, int]:
+    return {rel: info.size for rel, info in
+            _Store(Location("file", "", root, root), StoreSettings.from_env({})).walk_files().items()}
+
+
+def _mox_copy_parallel(mox: ModuleType, src: Location, dst: Location,
+                       result: CopyResult) -> CopyResult:
+    """``mox.file.copy_parallel`` with this module's guarantee kept for local
+    destinations: files land in a hidden folder first and are renamed into place."""
+    if not dst.remote:
+        os.makedirs(dst.path, exist_ok=True)
+        for entry in os.listdir(dst.path):  # left by a killed earlier download
+            if entry.startswith(".moxing.staging-") and _is_temp(entry):
+                shutil.rmtree(os.path.join(dst.path, entry), ignore_errors=True)
+        scratch = os.path.join(dst.path, f".moxing.staging-{uuid.uuid4().hex[:8]}.part")
+        try:
+            _mox_call(mox, "copy_parallel", src, _mox_url(src), scratch)
+            files = _local_files(scratch)
+            for rel in sorted(files):
+                target = os.path.join(dst.path, *rel.split("/"))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.replace(os.path.join(scratch, *rel.split("/")), target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        if not src.remote:
+            files = _local_files(src.path)
+        _mox_call(mox, "copy_parallel", src, _mox_url(src), _mox_url(dst))
+        if src.remote:
+            names = _mox_call(mox, "list_directory", dst, _mox_url(dst), recursive=True)
+            files = {name: 0 for name in names}
+            result.bytes = int(_mox_call(mox, "get_size", src, _mox_url(src), recursive=True))
+    result.copied = len(files)
+    result.bytes = result.bytes or sum(files.values())
+    result.copied_files = sorted(files)
+    return result
+
+
+def _mox_copy(mox: ModuleType, src: Location, dst: Location, result: CopyResult) -> CopyResult:
+    """``mox.file.copy`` of one file; a local destination appears only when complete."""
+    if not _mox_call(mox, "exists", src, _mox_url(src)):
+        raise ObjectNotFoundError(f"no such file or folder: {_redact(src.url)}",
+                                  _redact(src.url))
+    if not dst.remote:
+        os.makedirs(os.path.dirname(dst.path), exist_ok=True)
+        _clear_stale_temps(dst.path)
+        temp = _temp_name(dst.path)
+        try:
+            _mox_call(mox, "copy", src, _mox_url(src), temp)
+            os.replace(temp, dst.path)
+        finally:
+            if os.path.exists(temp):
+                os.remove(temp)
+        result.bytes = os.path.getsize(dst.path)
+    else:
+        _mox_call(mox, "copy", src, _mox_url(src), _mox_url(dst))
+        result.bytes = (os.path.getsize(src.path) if not src.remote else
+                        int(_mox_call(mox, "get_size", src, _mox_url(src))))
+    result.copied, result.copied_files = 1, [""]
+    return result
+
+
 def copy_parallel(src_url: str | os.PathLike[str], dst_url: str | os.PathLike[str], *,
                   threads: int = 8, retries: int = 3, progress: bool | None = None
                   ) -> CopyResult:
@@ -793,6 +981,14 @@ def copy_parallel(src_url: str | os.PathLike[str], dst_url: str | os.PathLike[st
     settings = StoreSettings.from_env()
     src_loc, dst_loc = parse_url(src_url), parse_url(dst_url)
     result = CopyResult(_redact(src_loc.url), _redact(dst_loc.url))
+    mox = _mox_for(src_loc, dst_loc)
+    if mox is not None:
+        if _mox_call(mox, "is_directory", src_loc, _mox_url(src_loc)):
+            _mox_copy_parallel(mox, src_loc, dst_loc, result)
+        else:
+            _mox_copy(mox, src_loc, dst_loc, result)
+        result.seconds = time.perf_counter() - started
+        return result
     with _errors(src_loc, settings):
         src = _Store(src_loc, settings)
         if src_loc.remote:
@@ -827,6 +1023,14 @@ def copy(src_url: str | os.PathLike[str], dst_url: str | os.PathLike[str], *,
     settings = StoreSettings.from_env()
     src_loc, dst_loc = parse_url(src_url), parse_url(dst_url)
     result = CopyResult(_redact(src_loc.url), _redact(dst_loc.url))
+    mox = _mox_for(src_loc, dst_loc)
+    if mox is not None:
+        if _mox_call(mox, "is_directory", src_loc, _mox_url(src_loc)):
+            raise ConfigurationError(
+                f"{src_loc.url} is a folder: use copy_parallel()", src_loc.url)
+        _mox_copy(mox, src_loc, dst_loc, result)
+        result.seconds = time.perf_counter() - started
+        return result
     with _errors(src_loc, settings):
         src = _Store(src_loc, settings)
         if src_loc.remote:
@@ -860,6 +1064,8 @@ def exists(url: str | os.PathLike[str]) -> bool:
     loc = parse_url(url)
     if not loc.remote:
         return os.path.exists(loc.path)
+    if (mox := _mox_for(loc)) is not None:
+        return bool(_mox_call(mox, "exists", loc, _mox_url(loc)))
     with _errors(loc, settings):
         store = _Store(loc, settings)
         try:
@@ -875,6 +1081,8 @@ def is_directory(url: str | os.PathLike[str]) -> bool:
     """True for a local folder, a bucket, or a key prefix with objects below it."""
     settings = StoreSettings.from_env()
     loc = parse_url(url)
+    if (mox := _mox_for(loc)) is not None:
+        return bool(_mox_call(mox, "is_directory", loc, _mox_url(loc)))
     with _errors(loc, settings):
         return _Store(loc, settings).is_folder()
 
@@ -884,6 +1092,11 @@ def list_directory(url: str | os.PathLike[str], recursive: bool = False) -> list
     ``recursive=True`` every file below it (``a/b.bin``)."""
     settings = StoreSettings.from_env()
     loc = parse_url(url)
+    if (mox := _mox_for(loc)) is not None:
+        if not _mox_call(mox, "is_directory", loc, _mox_url(loc)):
+            raise ObjectNotFoundError(f"no such folder: {_redact(loc.url)}", _redact(loc.url))
+        return sorted(_mox_call(mox, "list_directory", loc, _mox_url(loc),
+                                recursive=recursive))
     with _errors(loc, settings):
         store = _Store(loc, settings)
         if not store.is_folder():
@@ -895,9 +1108,17 @@ def list_directory(url: str | os.PathLike[str], recursive: bool = False) -> list
 
 def file_sizes(url: str | os.PathLike[str]) -> dict[str, int]:
     """``{relative name: bytes}`` for every file below folder ``url`` (one listing
-    request per 1,000 objects on a store; no per-file requests)."""
+    request per 1,000 objects on a store; no per-file requests; with MoXing, one
+    size request per file)."""
     settings = StoreSettings.from_env()
     loc = parse_url(url)
+    if (mox := _mox_for(loc)) is not None:
+        sizes = {}
+        for name in list_directory(url, recursive=True):
+            child = loc.child(name)
+            if not _mox_call(mox, "is_directory", child, _mox_url(child)):
+                sizes[name] = int(_mox_call(mox, "get_size", child, _mox_url(child)))
+        return sizes
     with _errors(loc, settings):
         store = _Store(loc, settings)
         if not store.is_folder():
@@ -918,6 +1139,9 @@ def make_dirs(url: str | os.PathLike[str]) -> None:
             os.makedirs(loc.path, exist_ok=True)
         except FileExistsError:
             raise ConfigurationError(f"{loc.url} exists and is a file", loc.url) from None
+        return
+    if (mox := _mox_for(loc)) is not None:
+        _mox_call(mox, "make_dirs", loc, _mox_url(loc))
         return
     with _errors(loc, settings):
         store = _Store(loc, settings)
@@ -943,6 +1167,14 @@ def remove(url: str | os.PathLike[str], recursive: bool = False) -> None:
     """Delete a file, or with ``recursive=True`` a folder and everything below it."""
     settings = StoreSettings.from_env()
     loc = parse_url(url)
+    if (mox := _mox_for(loc)) is not None:
+        if not recursive and _mox_call(mox, "is_directory", loc, _mox_url(loc)):
+            raise ConfigurationError(f"{loc.url} is a folder: pass recursive=True", loc.url)
+        if not _mox_call(mox, "exists", loc, _mox_url(loc)):
+            raise ObjectNotFoundError(f"no such file or folder: {_redact(loc.url)}",
+                                      _redact(loc.url))
+        _mox_call(mox, "remove", loc, _mox_url(loc), recursive=recursive)
+        return
     with _errors(loc, settings):
         store = _Store(loc, settings)
         if not loc.remote:
@@ -966,13 +1198,6 @@ def remove(url: str | os.PathLike[str], recursive: bool = False) -> None:
         else:
             raise ObjectNotFoundError(f"no such file or folder: {_redact(loc.url)}",
                                       _redact(loc.url))
-
-
-def local_server(**kwargs: Any) -> Any:
-    """Start moto's S3 server on loopback (see :mod:`msresnet.local_s3`)."""
-    from msresnet.local_s3 import LocalS3Server
-
-    return LocalS3Server(**kwargs)
 
 
 def describe_environment() -> list[tuple[str, str, str]]:

@@ -15,6 +15,7 @@ import pytest
 from s3fs import S3FileSystem
 
 from msresnet import staging
+from msresnet.local_s3 import local_server
 from s3server import (FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, closed_port,
                       new_bucket_name, running_server)
 
@@ -280,7 +281,7 @@ def test_nothing_shows_the_credentials(tmp_path, bucket, monkeypatch):
     fs = staging.filesystem("obs")
     settings = staging.StoreSettings.from_env()
     texts = [repr(fs), str(fs), repr(fs.storage_options), repr(settings),
-             repr(server_repr := staging.local_server()), repr(staging.describe_environment())]
+             repr(server_repr := local_server()), repr(staging.describe_environment())]
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET_ACCESS_KEY + "x")
     error, _ = _timed(lambda: staging.list_directory(f"s3://{bucket}"))
     texts.append(str(error))
@@ -348,3 +349,189 @@ def test_local_server_exports_its_credentials_and_restores_the_environment(monke
     assert "AWS_ACCESS_KEY_ID" not in os.environ
     with LocalS3Server(access_key_id="AKIAX", secret_access_key="y") as other:
         assert other.environment()["AWS_SECRET_ACCESS_KEY"] == "y"
+
+
+# ------------------------------------------------------- server faults (HTTP 5xx)
+@pytest.fixture()
+def faulty(server, monkeypatch):
+    """The test server behind a loopback proxy that can answer 500; quick retries."""
+    from fault_proxy import FaultProxy
+
+    with FaultProxy(server.endpoint) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT", proxy.endpoint)
+        monkeypatch.setenv("S3_MAX_ATTEMPTS", "2")
+        monkeypatch.setattr(staging.time, "sleep", lambda seconds: None)
+        yield proxy
+
+
+def test_listing_that_keeps_failing_names_url_operation_and_message(bucket, faulty):
+    from fault_proxy import SERVER_MESSAGE, Fault
+
+    url = f"obs://{bucket}/data"
+    faulty.faults.append(Fault("GET", path=f"/{bucket}", query="list-type=2"))
+    with pytest.raises(staging.ServerError) as info:
+        staging.list_directory(url)
+    error = info.value
+    assert url in str(error) and "ListObjectsV2" in str(error)
+    assert SERVER_MESSAGE in str(error) and "HTTP 500 InternalError" in str(error)
+    assert (error.operation, error.status, error.server_message) == (
+        "ListObjectsV2", 500, SERVER_MESSAGE)
+    assert faulty.failed() == 2  # S3_MAX_ATTEMPTS: botocore retried once, then gave up
+    faulty.faults.clear()
+    assert staging.list_directory(f"s3://{bucket}") == []
+
+
+def test_one_failed_request_is_retried_and_the_copy_completes(tmp_path, bucket, faulty):
+    from fault_proxy import Fault
+
+    files = make_tree(tmp_path / "src")
+    faulty.faults.append(Fault("PUT", path="/other/e.bin", times=1))  # the Nth request
+    result = staging.copy_parallel(tmp_path / "src", f"s3://{bucket}/d", progress=False)
+    assert result.copied == len(files) and faulty.failed() == 1
+    staging.copy_parallel(f"s3://{bucket}/d", tmp_path / "back", progress=False)
+    assert read_tree(tmp_path / "back") == files
+
+
+def test_download_failing_midway_leaves_only_complete_files(tmp_path, bucket, faulty):
+    from fault_proxy import SERVER_MESSAGE, Fault
+
+    files = make_tree(tmp_path / "src")
+    staging.copy_parallel(tmp_path / "src", f"s3://{bucket}/d", progress=False)
+    # sorted order: a.bin, empty.txt, other/e.bin (fails on every attempt), sub/...
+    faulty.faults.append(Fault("GET", path=f"/{bucket}/d/other/e.bin"))
+    dst = tmp_path / "dst"
+    with pytest.raises(staging.ServerError) as info:
+        staging.copy_parallel(f"s3://{bucket}/d", dst, threads=1, retries=1,
+                              progress=False)
+    message = str(info.value)
+    assert f"s3://{bucket}/d/other/e.bin" in message and "after 2 attempts" in message
+    assert "GetObject" in message and SERVER_MESSAGE in message
+    left = read_tree(dst)
+    assert "other/e.bin" not in left and 0 < len(left) < len(files)
+    assert all(files[name] == data for name, data in left.items())  # complete or absent
+    assert not [p for p in dst.rglob("*") if p.name.endswith(".part")]
+
+    faulty.faults.clear()
+    rerun = staging.copy_parallel(f"s3://{bucket}/d", dst, progress=False)
+    assert "other/e.bin" in rerun.copied_files and rerun.skipped == len(left)
+    assert read_tree(dst) == files
+
+
+def test_upload_failing_midway_leaves_no_partial_object(tmp_path, bucket, faulty):
+    from fault_proxy import Fault
+
+    files = make_tree(tmp_path / "src")
+    faulty.faults.append(Fault("PUT", path=f"/{bucket}/up/other/e.bin"))
+    with pytest.raises(staging.ServerError, match="PutObject"):
+        staging.copy_parallel(tmp_path / "src", f"s3://{bucket}/up", threads=1, retries=1,
+                              progress=False)
+    faulty.faults.clear()
+    there = staging.list_directory(f"s3://{bucket}/up", recursive=True)
+    assert "other/e.bin" not in there and there
+    staging.copy_parallel(f"s3://{bucket}/up", tmp_path / "check", progress=False)
+    assert all(files[name] == data for name, data in read_tree(tmp_path / "check").items())
+    rerun = staging.copy_parallel(tmp_path / "src", f"s3://{bucket}/up", progress=False)
+    assert rerun.copied_files == ["other/e.bin"] or "other/e.bin" in rerun.copied_files
+    assert staging.list_directory(f"s3://{bucket}/up", recursive=True) == sorted(files)
+
+
+# --------------------------------------------------------------------- MoXing
+FAKE_MOXING = Path(__file__).parent / "fake_moxing"
+
+
+@pytest.fixture()
+def moxing(tmp_path, monkeypatch):
+    """The stand-in ``moxing`` importable, storing obs:// under tmp_path/store, and
+    no object-store settings or credentials at all in the environment."""
+    from s3server import clear_environment
+
+    saved = clear_environment()
+    monkeypatch.syspath_prepend(str(FAKE_MOXING))
+    monkeypatch.setenv("FAKE_MOXING_ROOT", str(tmp_path / "store"))
+    monkeypatch.delenv("MSRESNET_STAGING_BACKEND", raising=False)
+    for name in [m for m in sys.modules if m == "moxing" or m.startswith("moxing.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import moxing as fake
+
+    fake.file.CALLS.clear()
+    yield fake.file
+    os.environ.update(saved)
+
+
+def test_moxing_is_used_when_importable(tmp_path, moxing):
+    assert staging.backend() == "moxing"
+    files = make_tree(tmp_path / "src")
+    staging.make_dirs("obs://bucket")
+    up = staging.copy_parallel(tmp_path / "src", "obs://bucket/data")
+    assert (up.copied, up.bytes) == (len(files), sum(map(len, files.values())))
+    assert ("copy_parallel", (str(tmp_path / "src"), "obs://bucket/data")) in moxing.CALLS
+    assert read_tree(tmp_path / "store" / "bucket" / "data") == files  # it did the work
+
+    assert staging.exists("obs://bucket/data/a.bin") and staging.is_directory("obs://bucket/data")
+    assert staging.list_directory("obs://bucket/data") == ["a.bin", "empty.txt", "other", "sub"]
+    assert staging.list_directory("obs://bucket/data", recursive=True) == sorted(files)
+    assert staging.file_sizes("obs://bucket/data") == {k: len(v) for k, v in sorted(files.items())}
+
+    down = staging.copy_parallel("obs://bucket/data", tmp_path / "dst")
+    assert down.copied_files == sorted(files) and read_tree(tmp_path / "dst") == files
+    assert not [p for p in (tmp_path / "dst").iterdir() if p.name.startswith(".")]
+    one = staging.copy("obs://bucket/data/sub/b.bin", tmp_path / "one.bin")
+    assert one.bytes == len(files["sub/b.bin"])
+    assert (tmp_path / "one.bin").read_bytes() == files["sub/b.bin"]
+    with pytest.raises(staging.ConfigurationError, match="recursive=True"):
+        staging.remove("obs://bucket/data")
+    staging.remove("obs://bucket/data", recursive=True)
+    assert not staging.exists("obs://bucket/data")
+    used = {operation for operation, _ in moxing.CALLS}
+    assert {"copy_parallel", "copy", "exists", "is_directory", "list_directory",
+            "make_dirs", "remove", "get_size"} <= used
+    # local-to-local copies stay with this module
+    moxing.CALLS.clear()
+    staging.copy_parallel(tmp_path / "src", tmp_path / "elsewhere", progress=False)
+    assert moxing.CALLS == []
+
+
+def test_moxing_errors_name_the_url_and_downloads_stay_all_or_nothing(tmp_path, moxing,
+                                                                      monkeypatch):
+    with pytest.raises(staging.ObjectNotFoundError, match="obs://bucket/missing.bin"):
+        staging.copy("obs://bucket/missing.bin", tmp_path / "x.bin")
+    make_tree(tmp_path / "store" / "bucket" / "data")
+    monkeypatch.setenv("FAKE_MOXING_FAIL", "copy_parallel")
+    with pytest.raises(staging.TransferError,
+                       match="MoXing copy_parallel failed for obs://bucket/data: RuntimeError"):
+        staging.copy_parallel("obs://bucket/data", tmp_path / "dst")
+    assert list((tmp_path / "dst").iterdir()) == []  # no half-copied folder left behind
+
+
+def test_backend_can_be_forced(moxing, monkeypatch):
+    monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "open")
+    assert staging.backend() == "open"
+    monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "sideways")
+    with pytest.raises(staging.ConfigurationError, match="MSRESNET_STAGING_BACKEND"):
+        staging.backend()
+    monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "moxing")
+    monkeypatch.setitem(sys.modules, "moxing", None)  # import fails, as off ModelArts
+    with pytest.raises(staging.ConfigurationError, match="import moxing"):
+        staging.backend()
+
+
+def test_moxing_path_needs_neither_credentials_nor_s3fs(tmp_path):
+    """In a fresh process where s3fs and botocore cannot be imported."""
+    script = textwrap.dedent("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("s3fs", "botocore", "aiobotocore", "boto3"):
+                    raise ImportError(f"{name} is blocked")
+        sys.meta_path.insert(0, Block())
+        from msresnet import staging
+        staging.copy_parallel(sys.argv[1], "obs://bucket/in")
+        print(staging.backend(), staging.list_directory("obs://bucket/in", recursive=True))
+    """)
+    make_tree(tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+    env.update(PYTHONPATH=str(FAKE_MOXING), FAKE_MOXING_ROOT=str(tmp_path / "store"))
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "src")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("moxing ['a.bin', 'empty.txt', 'other/e.bin'")
