@@ -17,6 +17,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+DUMP_VARIABLE = "MSRESNET_RANK_DUMP"
+"""Environment variable naming the folder where every rank writes its evidence
+(:mod:`msresnet.rank_dump`); ``python -m msresnet.launch --rank_dump`` sets it and
+``python -m msresnet.train`` reads it. Unset: nothing is written. It lives here, in
+a module both import, so neither the launcher nor the training imports the other."""
+
 LAUNCHER_VARIABLES = ("MS_WORKER_NUM", "RANK_SIZE")
 """Set by ``msrun`` (``MS_WORKER_NUM``) or the older rank-table scripts (``RANK_SIZE``)."""
 

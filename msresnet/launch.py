@@ -50,11 +50,9 @@ from typing import Any, TextIO
 import psutil
 
 from msresnet.config import ConfigError, load_config, parse_overrides
+from msresnet.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 from msresnet.lr_schedule import scaled_lr_max
 
-DUMP_VARIABLE = "MSRESNET_RANK_DUMP"
-"""Environment variable naming the folder where every rank writes its evidence
-(:mod:`msresnet.rank_dump`); unset: nothing is written."""
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
 TRAIN_ENTRY = ("python", "-m", "msresnet.train")
 LOG_FOLDER = "logs"

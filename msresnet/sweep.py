@@ -116,7 +116,7 @@ class CheckpointEvaluator:
     """
 
     def __init__(self, net: nn.Cell, dataset: Any, loss_fn: nn.Cell | None = None) -> None:
-        from msresnet.train import make_metrics
+        from msresnet.factories import make_metrics
 
         self.net = net
         self.dataset = dataset
@@ -138,7 +138,8 @@ class CheckpointEvaluator:
         from msresnet.config import load_config
         from msresnet.model import resnet50
         from msresnet.pipeline import create_dataset
-        from msresnet.train import CONFIG_FILE, dataset_folder, make_loss, set_context
+        from msresnet.factories import dataset_folder, make_loss, set_context
+        from msresnet.train import CONFIG_FILE
 
         config_path = Path(run_dir) / CONFIG_FILE
         if not config_path.is_file():

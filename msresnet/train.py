@@ -1,6 +1,6 @@
 """Train and validate ResNet50 on CIFAR-10: the one training function of the book.
 
-The notebook of chapter 4 and the command line run the same :func:`train`, so a
+The notebook of chapter 4 and the command line run the same :func:`train_and_evaluate`, so a
 remote job runs exactly what the book teaches::
 
     python -m msresnet.train --config configs/smoke.yaml --output runs/smoke
@@ -19,9 +19,10 @@ repository where the book has no reason to differ:
 * Precision: float32 on CPU; on GPU/Ascend the config's ``amp_level`` with
   ``FixedLossScaleManager(loss_scale, drop_overflow_update=False)`` and the same
   ``loss_scale`` in the optimizer, as the models repo does.
-* Loss: sparse cross-entropy averaged over the batch (:class:`SparseCrossEntropy`), or the
-  repo's label-smoothed cross-entropy when ``label_smoothing > 0``.
-  Metrics: top-1, top-5 and loss.
+* Loss: sparse cross-entropy averaged over the batch, or the repo's label-smoothed
+  cross-entropy when ``label_smoothing > 0`` (:mod:`msresnet.losses`).
+  Metrics: top-1, top-5 and loss. Network, optimizer, loss, metrics, device setting
+  and datasets are built by :mod:`msresnet.factories`.
 * Callbacks (:mod:`msresnet.callbacks`): progress bar, atomic periodic checkpoints,
   best checkpoint, history; plus ``config.yaml``, ``train.log`` and ``result.json``.
 * Resume (``resume_from``: a checkpoint or ``auto``) restores weights, BatchNorm
@@ -29,7 +30,9 @@ repository where the book has no reason to differ:
   fast-forwards the data pipeline to the same place (``set_init_step`` with
   MindSpore's exact, non-"fast" recovery), so interrupted + resumed equals straight.
 * Distributed-ready: with ``mindspore.communication`` initialised (msrun), the data
-  is sharded by rank and only rank 0 writes files.
+  is sharded by rank and only rank 0 writes files. Extra callbacks come in through
+  ``extra_callbacks``; the command line adds chapter 7's per-rank evidence
+  (:class:`msresnet.rank_dump.RankDump`) when the launcher's ``--rank_dump`` asked.
 
 Graph mode is the default because it is faster on the CPU: on the 2-core test
 machine (shared with other jobs at the time), the smoke profile cut to 512 training
@@ -53,26 +56,20 @@ from typing import Any
 
 import mindspore as ms
 import mindspore.dataset as ds
-import numpy as np
-from mindspore import nn, ops
-from mindspore.train import (Callback, CheckpointConfig, Loss, Metric, Model, Top1CategoricalAccuracy,
-                             Top5CategoricalAccuracy)
+from mindspore import nn
+from mindspore.train import Callback, CheckpointConfig
 
-from msresnet.callbacks import (TOP1, TOP5, AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
+from msresnet.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
                                 StopAfterEpoch, read_best, read_history)
-from msresnet.losses import SparseCrossEntropy
 from msresnet.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoint_meta,
                                   latest_checkpoint, list_checkpoints, read_checkpoint)
 from msresnet.config import Config, ConfigError, load_config, parse_overrides
-from msresnet.distributed import RankInfo, init_if_launched, rank_info
-from msresnet.lr_schedule import lr_for_config
-from msresnet.model import param_groups, resnet50
-from msresnet.pipeline import create_dataset
-from msresnet.rank_dump import callbacks_from_environment
+from msresnet.distributed import DUMP_VARIABLE, init_if_launched, rank_info
+from msresnet.factories import (TrainError, make_datasets, make_model, set_context,
+                                uses_mixed_precision)
 
 log = logging.getLogger("msresnet.train")
 
-FOLDER_NAME = "cifar-10-batches-bin"
 CONFIG_FILE = "config.yaml"
 LOG_FILE = "train.log"
 RESULT_FILE = "result.json"
@@ -82,100 +79,7 @@ RESULT_FILE = "result.json"
 NOT_RESTORED = ("learning_rate",)
 
 
-class TrainError(RuntimeError):
-    """Training cannot start as asked (the message says why and what to do)."""
-
-
 # --------------------------------------------------------------------------- pieces
-class CrossEntropySmooth(nn.LossBase):
-    """Cross-entropy against smoothed one-hot labels (the models repo's
-    ``src/CrossEntropySmooth.py``): the true class gets ``1 - smoothing``, every other
-    class ``smoothing / (num_classes - 1)``."""
-
-    def __init__(self, num_classes: int, smoothing: float, reduction: str = "mean") -> None:
-        super().__init__()
-        self.num_classes = num_classes
-        self.on_value = ms.Tensor(1.0 - smoothing, ms.float32)
-        self.off_value = ms.Tensor(smoothing / (num_classes - 1), ms.float32)
-        self.ce = nn.SoftmaxCrossEntropyWithLogits(reduction="none")
-
-    def construct(self, logits, label):
-        target = ops.one_hot(label, self.num_classes, self.on_value, self.off_value)
-        return self.ce(logits, target).mean()
-
-
-def make_loss(config: Config) -> nn.Cell:
-    """Plain sparse cross-entropy, or label smoothing when ``label_smoothing > 0``."""
-    if config.label_smoothing > 0:
-        return CrossEntropySmooth(config.num_classes, config.label_smoothing)
-    return SparseCrossEntropy()
-
-
-def make_metrics() -> dict[str, Metric]:
-    """Top-1, top-5 and loss, under the names the callbacks read."""
-    return {TOP1: Top1CategoricalAccuracy(), TOP5: Top5CategoricalAccuracy(),
-            "loss": Loss()}
-
-
-def uses_mixed_precision(config: Config) -> bool:
-    """float16 + loss scaling on GPU/Ascend; CPU always trains in float32."""
-    return config.device_target != "CPU"
-
-
-def set_context(config: Config) -> None:
-    """Device and execution mode (graph compiles the whole step; pynative runs eagerly)."""
-    try:
-        ms.set_device(config.device_target)
-    except RuntimeError:
-        # Already set, or the runtime started (e.g. an earlier cell ran an operator):
-        # fine as long as it is the device we want.
-        current = ms.get_context("device_target")
-        if current != config.device_target:
-            raise TrainError(f"device_target {config.device_target!r} requested but this "
-                             f"process already runs on {current!r}; restart it") from None
-    ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE)
-
-
-def dataset_folder(data_dir: str | os.PathLike[str]) -> Path:
-    """``data_dir/cifar-10-batches-bin`` (``data_dir`` may also be that folder itself)."""
-    data_dir = Path(data_dir)
-    if data_dir.name == FOLDER_NAME or (data_dir / "data_batch_1.bin").is_file():
-        return data_dir
-    return data_dir / FOLDER_NAME
-
-
-def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Dataset, ds.Dataset]:
-    """The training pipeline (sharded by rank) and the validation pipeline (whole subset)."""
-    folder = dataset_folder(config.data_dir)
-    common = {"image_size": config.image_size, "num_workers": config.num_workers}
-    train_ds = create_dataset(folder, "train", config.batch_size, training=True,
-                              num_samples=config.train_samples, seed=config.seed,
-                              **rank.shard_kwargs(), **common)
-    eval_ds = create_dataset(folder, "test", config.batch_size, training=False,
-                             num_samples=config.eval_samples, **common)
-    return train_ds, eval_ds
-
-
-def make_model(config: Config, steps_per_epoch: int,
-               ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
-    """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
-    ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
-    net = resnet50(num_classes=config.num_classes, stem=config.stem)
-    lr = lr_for_config(config, steps_per_epoch)
-    amp = uses_mixed_precision(config)
-    optimizer = nn.Momentum(param_groups(net, config.weight_decay), learning_rate=ms.Tensor(lr),
-                            momentum=config.momentum,
-                            loss_scale=config.loss_scale if amp else 1.0)
-    kwargs: dict[str, Any] = {}
-    if amp:
-        kwargs = {"amp_level": config.amp_level,
-                  "loss_scale_manager": ms.FixedLossScaleManager(config.loss_scale,
-                                                                 drop_overflow_update=False)}
-    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer, metrics=make_metrics(),
-                  **kwargs)
-    return net, optimizer, model, lr
-
-
 def validation_epochs(epoch_size: int, valid_frequency: int) -> list[int]:
     """Epochs to validate after: every ``valid_frequency``-th, and always the last."""
     epochs = [e for e in range(1, epoch_size + 1) if e % valid_frequency == 0]
@@ -314,10 +218,11 @@ def _as_config(config: Config | str | os.PathLike[str], overrides: Mapping[str, 
 
 
 # --------------------------------------------------------------------------- train
-def train(config: Config | str | os.PathLike[str] = "smoke",
-          overrides: Mapping[str, Any] | None = None, *, stop_after_epoch: int | None = None,
-          callbacks: Sequence[Callback] = (), progress: bool = True,
-          progress_file: Any = None) -> TrainResult:
+def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
+                       overrides: Mapping[str, Any] | None = None, *,
+                       stop_after_epoch: int | None = None,
+                       extra_callbacks: Sequence[Callback] = (), progress: bool = True,
+                       progress_file: Any = None) -> TrainResult:
     """Train (and validate) the configured profile; see the module docstring.
 
     Args:
@@ -325,7 +230,8 @@ def train(config: Config | str | os.PathLike[str] = "smoke",
         overrides: Config fields to change (e.g. ``{"output_dir": "../runs/smoke"}``).
         stop_after_epoch: stop cleanly after this epoch, as if the job were killed
             right after saving it (for demonstrating and testing resume).
-        callbacks: extra MindSpore callbacks.
+        extra_callbacks: more MindSpore callbacks, added after the book's own
+            (the msrun launcher's ``--rank_dump`` passes :class:`RankDump` here).
         progress: show the tqdm bar (``progress_file``: where, default stderr).
 
     Returns a :class:`TrainResult`; files go to ``config.output_dir`` (rank 0 only).
@@ -392,8 +298,7 @@ def train(config: Config | str | os.PathLike[str] = "smoke",
         cbs.append(history)
         if stop_after_epoch is not None:
             cbs.append(StopAfterEpoch(stop_after_epoch))
-        cbs += list(callbacks)
-        cbs += callbacks_from_environment(rank)  # MSRESNET_RANK_DUMP set: per-rank evidence (ch. 7)
+        cbs += list(extra_callbacks)
 
         if initial_epoch < config.epoch_size:
             sink = config.device_target != "CPU"  # as the models repo; CPU has no sink mode
@@ -424,6 +329,22 @@ def train(config: Config | str | os.PathLike[str] = "smoke",
 
 
 # --------------------------------------------------------------------------- CLI
+def callbacks_from_environment(environ: Mapping[str, str] | None = None) -> list[Callback]:
+    """``[RankDump(folder)]`` when :data:`~msresnet.distributed.DUMP_VARIABLE` names a
+    folder (``python -m msresnet.launch --rank_dump`` sets it), else ``[]``.
+
+    Only the command line asks: the evidence code of chapter 7 is imported here, on
+    demand, so the training function itself never depends on it.
+    """
+    env = os.environ if environ is None else environ
+    folder = env.get(DUMP_VARIABLE, "").strip()
+    if not folder:
+        return []
+    from msresnet.rank_dump import RankDump
+
+    return [RankDump(folder)]
+
+
 USAGE = """usage: python -m msresnet.train [PROFILE | --config PROFILE_OR_YAML] [--output DIR]
                          [--stop_after_epoch N] [--no-progress] [--KEY VALUE ...]
 
@@ -482,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}\n\n{USAGE}", file=sys.stderr)
         return 2
     try:
-        result = train(config, stop_after_epoch=stop, progress=progress)
+        result = train_and_evaluate(config, stop_after_epoch=stop, progress=progress,
+                                    extra_callbacks=callbacks_from_environment())
     except (TrainError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from msresnet.losses import SparseCrossEntropy
+from msresnet.losses import CrossEntropySmooth, SparseCrossEntropy
 
 
 class _Fused(nn.Cell):
@@ -40,3 +40,18 @@ def test_fused_mean_still_overflows_in_graph_mode():
     logits = ms.Tensor(np.array([[100.0, 0.0, 0.0]], np.float32))
     labels = ms.Tensor(np.array([1], np.int32))
     assert not np.isfinite(float(_Fused()(logits, labels)))
+
+
+def test_label_smoothing_loss():
+    logits = ms.Tensor(np.array([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]], np.float32))
+    labels = ms.Tensor(np.array([0, 2], np.int32))
+    plain = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(logits, labels)
+    assert float(CrossEntropySmooth(3, 0.0)(logits, labels).asnumpy()) == \
+        pytest.approx(float(plain.asnumpy()), rel=1e-6)
+    x = logits.asnumpy()
+    logp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    target = np.full((2, 3), 0.1 / 2)
+    target[[0, 1], [0, 2]] = 0.9
+    expected = float(-(target * logp).sum(1).mean())
+    assert float(CrossEntropySmooth(3, 0.1)(logits, labels).asnumpy()) == \
+        pytest.approx(expected, rel=1e-5)

@@ -61,7 +61,7 @@ def test_both_ranks_ran_to_the_end(job):
         assert "done: 2 epochs, 4 steps" in lines
     assert (result.log_dir / "scheduler.log").is_file()
     assert (result.log_dir / "msrun.log").is_file()
-    from msresnet.rank_dump import load_ranks, step_times
+    from msresnet.rank_analysis import load_ranks, step_times
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     assert [len(r.step_seconds) for r in records] == [2 * STEPS_PER_EPOCH] * 2
@@ -83,7 +83,7 @@ def test_only_rank_0_writes_checkpoints_and_history(job):
 
 @pytest.mark.timeout(1200)
 def test_ranks_read_disjoint_shards(job):
-    from msresnet.rank_dump import SampleIndex, load_ranks, shard_overlap
+    from msresnet.rank_analysis import SampleIndex, load_ranks, shard_overlap
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     assert [r.rank for r in records] == [0, 1]
@@ -97,7 +97,7 @@ def test_ranks_read_disjoint_shards(job):
 
 @pytest.mark.timeout(1200)
 def test_parameters_are_identical_across_ranks(job):
-    from msresnet.rank_dump import compare_parameters, load_ranks
+    from msresnet.rank_analysis import compare_parameters, load_ranks
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     groups = compare_parameters(records[0].params_path, records[1].params_path).by_group()
@@ -117,7 +117,7 @@ def test_gradients_are_averaged_not_summed(job):
     """Replaying the ranks' batches in one process with averaged gradients gives the
     job's losses to rounding; summed gradients (gradients_mean=False) do not."""
     from msresnet.config import load_config
-    from msresnet.rank_dump import global_losses, load_ranks, replay_averaged
+    from msresnet.rank_analysis import global_losses, load_ranks, replay_averaged
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     config = load_config("smoke", SMALL)

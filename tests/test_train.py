@@ -9,10 +9,12 @@ resumed run must end with the same steps, the same losses and the same weights.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
@@ -21,8 +23,7 @@ import pytest
 from msresnet import checkpoints as ck
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
-from msresnet.train import (CrossEntropySmooth, TrainError, parse_args, train,
-                            validation_epochs)
+from msresnet.train import TrainError, parse_args, train_and_evaluate, validation_epochs
 
 SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2,
          "data_dir": str(REPO_ROOT / "data")}
@@ -35,11 +36,12 @@ OUTPUT_FILES = ("config.yaml", "train.log", "history.json", "history.csv", "resu
 def runs(tmp_path_factory):
     """A straight run, and a run stopped after epoch 1 then resumed with ``auto``."""
     root = tmp_path_factory.mktemp("train")
-    straight = train("smoke", {**SMALL, "output_dir": str(root / "straight")}, progress=False)
-    stopped = train("smoke", {**SMALL, "output_dir": str(root / "resumed")},
-                    stop_after_epoch=1, progress=False)
-    resumed = train("smoke", {**SMALL, "output_dir": str(root / "resumed"),
-                              "resume_from": "auto"}, progress=False)
+    straight = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "straight")},
+                                  progress=False)
+    stopped = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "resumed")},
+                                 stop_after_epoch=1, progress=False)
+    resumed = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "resumed"),
+                                           "resume_from": "auto"}, progress=False)
     return {"straight": straight, "stopped": stopped, "resumed": resumed, "root": root}
 
 
@@ -97,20 +99,21 @@ def test_resume_reproduces_the_straight_run_exactly(runs):
 
 def test_fresh_start_refuses_a_folder_with_checkpoints(runs):
     with pytest.raises(TrainError, match="resume_from='auto'"):
-        train("smoke", {**SMALL, "output_dir": str(runs["straight"].output_dir)}, progress=False)
+        train_and_evaluate("smoke", {**SMALL, "output_dir": str(runs["straight"].output_dir)},
+                           progress=False)
 
 
 def test_resume_from_a_missing_file_is_an_error(tmp_path):
     with pytest.raises(TrainError, match="checkpoint not found: .*nope.ckpt"):
-        train("smoke", {**SMALL, "output_dir": str(tmp_path),
-                        "resume_from": str(tmp_path / "nope.ckpt")}, progress=False)
+        train_and_evaluate("smoke", {**SMALL, "output_dir": str(tmp_path),
+                                     "resume_from": str(tmp_path / "nope.ckpt")}, progress=False)
 
 
 def test_resume_with_other_steps_per_epoch_is_an_error(runs, tmp_path):
     source = runs["straight"].output_dir / "resnet50-1_8.ckpt"
     with pytest.raises(ck.CheckpointError, match="steps per epoch"):
-        train("smoke", {**SMALL, "train_samples": 128, "output_dir": str(tmp_path),
-                        "resume_from": str(source)}, progress=False)
+        train_and_evaluate("smoke", {**SMALL, "train_samples": 128, "output_dir": str(tmp_path),
+                                     "resume_from": str(source)}, progress=False)
 
 
 def test_command_line_runs_the_smoke_profile(tmp_path):
@@ -155,22 +158,22 @@ def test_validation_epochs_always_include_the_last():
     assert validation_epochs(2, 5) == [2]
 
 
-def test_label_smoothing_loss():
-    import mindspore as ms
-    from mindspore import nn
+def test_rank_dump_callback_only_when_the_launcher_asks(tmp_path):
+    """The command line adds chapter 7's RankDump only with MSRESNET_RANK_DUMP set,
+    and the training module does not import the evidence code at all."""
+    import msresnet.train as train_module
+    from msresnet.distributed import DUMP_VARIABLE
+    from msresnet.train import callbacks_from_environment
 
-    logits = ms.Tensor(np.array([[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]], np.float32))
-    labels = ms.Tensor(np.array([0, 2], np.int32))
-    plain = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")(logits, labels)
-    assert float(CrossEntropySmooth(3, 0.0)(logits, labels).asnumpy()) == \
-        pytest.approx(float(plain.asnumpy()), rel=1e-6)
-    x = logits.asnumpy()
-    logp = x - np.log(np.exp(x).sum(1, keepdims=True))
-    target = np.full((2, 3), 0.1 / 2)
-    target[[0, 1], [0, 2]] = 0.9
-    expected = float(-(target * logp).sum(1).mean())
-    assert float(CrossEntropySmooth(3, 0.1)(logits, labels).asnumpy()) == \
-        pytest.approx(expected, rel=1e-5)
+    assert callbacks_from_environment({}) == []
+    assert callbacks_from_environment({DUMP_VARIABLE: "  "}) == []
+    [dump] = callbacks_from_environment({DUMP_VARIABLE: str(tmp_path)})
+    assert type(dump).__name__ == "RankDump" and dump.directory == tmp_path
+    tree = ast.parse(Path(train_module.__file__).read_text())
+    top_level = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+    assert "msresnet.distributed" in top_level
+    assert not top_level & {"msresnet.rank_dump", "msresnet.rank_analysis", "msresnet.launch"}
+    assert train_module.DUMP_VARIABLE == "MSRESNET_RANK_DUMP"
 
 
 def test_rank_helpers_on_one_device_and_in_a_group():

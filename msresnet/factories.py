@@ -1,0 +1,105 @@
+"""The pieces a training or evaluation run is assembled from, built from a Config.
+
+:mod:`msresnet.train` (the training loop), :mod:`msresnet.sweep` (checkpoint
+evaluation) and :mod:`msresnet.rank_analysis` (single-process replays of a
+data-parallel run) all need the same network, loss, metrics, device setting and
+datasets. They live here, below all three, so none of them has to import another
+one (and with it the other's callbacks or evidence code) to get them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+from mindspore import nn
+from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
+
+from msresnet.callbacks import TOP1, TOP5
+from msresnet.cifar10 import FOLDER_NAME
+from msresnet.config import Config
+from msresnet.distributed import RankInfo
+from msresnet.losses import CrossEntropySmooth, SparseCrossEntropy
+from msresnet.lr_schedule import lr_for_config
+from msresnet.model import param_groups, resnet50
+from msresnet.pipeline import create_dataset
+
+
+class TrainError(RuntimeError):
+    """Training cannot start as asked (the message says why and what to do)."""
+
+
+def make_loss(config: Config) -> nn.Cell:
+    """Plain sparse cross-entropy, or label smoothing when ``label_smoothing > 0``."""
+    if config.label_smoothing > 0:
+        return CrossEntropySmooth(config.num_classes, config.label_smoothing)
+    return SparseCrossEntropy()
+
+
+def make_metrics() -> dict[str, Metric]:
+    """Top-1, top-5 and loss, under the names the callbacks read."""
+    return {TOP1: Top1CategoricalAccuracy(), TOP5: Top5CategoricalAccuracy(),
+            "loss": Loss()}
+
+
+def uses_mixed_precision(config: Config) -> bool:
+    """float16 + loss scaling on GPU/Ascend; CPU always trains in float32."""
+    return config.device_target != "CPU"
+
+
+def set_context(config: Config) -> None:
+    """Device and execution mode (graph compiles the whole step; pynative runs eagerly)."""
+    try:
+        ms.set_device(config.device_target)
+    except RuntimeError:
+        # Already set, or the runtime started (e.g. an earlier cell ran an operator):
+        # fine as long as it is the device we want.
+        current = ms.get_context("device_target")
+        if current != config.device_target:
+            raise TrainError(f"device_target {config.device_target!r} requested but this "
+                             f"process already runs on {current!r}; restart it") from None
+    ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE)
+
+
+def dataset_folder(data_dir: str | os.PathLike[str]) -> Path:
+    """``data_dir/cifar-10-batches-bin`` (``data_dir`` may also be that folder itself)."""
+    data_dir = Path(data_dir)
+    if data_dir.name == FOLDER_NAME or (data_dir / "data_batch_1.bin").is_file():
+        return data_dir
+    return data_dir / FOLDER_NAME
+
+
+def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Dataset, ds.Dataset]:
+    """The training pipeline (sharded by rank) and the validation pipeline (whole subset)."""
+    folder = dataset_folder(config.data_dir)
+    common = {"image_size": config.image_size, "num_workers": config.num_workers}
+    train_ds = create_dataset(folder, "train", config.batch_size, training=True,
+                              num_samples=config.train_samples, seed=config.seed,
+                              **rank.shard_kwargs(), **common)
+    eval_ds = create_dataset(folder, "test", config.batch_size, training=False,
+                             num_samples=config.eval_samples, **common)
+    return train_ds, eval_ds
+
+
+def make_model(config: Config, steps_per_epoch: int,
+               ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
+    """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
+    ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
+    net = resnet50(num_classes=config.num_classes, stem=config.stem)
+    lr = lr_for_config(config, steps_per_epoch)
+    amp = uses_mixed_precision(config)
+    optimizer = nn.Momentum(param_groups(net, config.weight_decay), learning_rate=ms.Tensor(lr),
+                            momentum=config.momentum,
+                            loss_scale=config.loss_scale if amp else 1.0)
+    kwargs: dict[str, Any] = {}
+    if amp:
+        kwargs = {"amp_level": config.amp_level,
+                  "loss_scale_manager": ms.FixedLossScaleManager(config.loss_scale,
+                                                                 drop_overflow_update=False)}
+    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer, metrics=make_metrics(),
+                  **kwargs)
+    return net, optimizer, model, lr
