@@ -34,6 +34,9 @@ from msresnet.config import FIELDS, Config, ConfigError, Overrides, load_config
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
+# The chapters' default data folder when set (instead of the profile's): how the test
+# command runs every chapter on a second, differing copy of CIFAR-10 (see the README).
+DATA_DIR_VARIABLE = "MSRESNET_DATA_DIR"
 PATH_FIELDS = ("data_dir", "output_dir")
 NULL_TEXTS = ("null", "none")
 
@@ -75,6 +78,9 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
     Relative ``data_dir``/``output_dir`` taken from a profile file are relative to
     the repository root (where the command-line tools run); they are rewritten
     relative to the current folder, which for a notebook is ``notebooks/``.
+    ``$MSRESNET_DATA_DIR``, when set, replaces the profile's ``data_dir`` (not an
+    explicit parameter): the test command uses it to run the chapters on a second
+    copy of CIFAR-10 that differs from the one that produced the stored outputs.
     """
     known = set(FIELDS) | set(extras)
     for name in params:
@@ -89,10 +95,17 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
     overrides = Overrides({k: _null_text(k, v) for k, v in params.items()
                            if k in FIELDS and k != "profile" and v is not None},
                           source="notebook parameters")
+    given = set(overrides)  # what the parameters set explicitly
+    data_dir = os.environ.get(DATA_DIR_VARIABLE)
+    if data_dir and "data_dir" not in given:
+        # The variable replaces the profile's default (relative: to the repository root,
+        # like the profiles' paths); an explicit data_dir parameter still wins.
+        overrides = Overrides({**overrides, "data_dir": data_dir},
+                              source=f"notebook parameters and ${DATA_DIR_VARIABLE}")
     config = load_config(profile, overrides)
     for field in PATH_FIELDS:
         value = getattr(config, field)
-        if field not in overrides and not os.path.isabs(value):
+        if field not in given and not os.path.isabs(value):
             setattr(config, field, os.path.relpath(REPO_ROOT / value))
     return config
 
