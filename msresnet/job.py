@@ -1,11 +1,26 @@
-"""A ModelArts-style training job: stage data from OBS, train, upload the results.
+"""A ModelArts training job: get the data, train, deliver the results.
 
 ::
 
     python -m msresnet.job --data_url obs://bucket/cifar10/ --train_url obs://bucket/runs/r1/ \\
         [--config PROFILE_OR_YAML] [--cache_dir DIR] [--KEY VALUE ...]
+    python msresnet/job.py --data_url /local/input/ --train_url /local/output/   # boot file
 
-What a ModelArts training job does with MoXing, with open tools (:mod:`msresnet.staging`):
+Two flows are accepted, told apart by what the URLs are:
+
+* **The older flow** (the blog post's, and the models repository's): ``--data_url``
+  and ``--train_url`` are ``obs://`` URLs and the job copies data in and results out
+  itself, below. ``s3://``, ``file://`` and paths work the same way off the platform.
+* **Today's flow** (ModelArts "input/output parameters"): the console downloads each
+  input to a local folder in the container before the boot file starts and passes
+  that *local path* as the parameter (``--data_url``, or an environment variable of
+  the same name when "obtain from: environment variable" is chosen), and it uploads
+  the local output folder it passes as ``--train_url`` to OBS itself. A local
+  ``--data_url`` is therefore read where it is (no copy), and a local
+  ``--train_url`` becomes the output folder (no upload).
+
+What the older flow does, as a ModelArts job does with MoXing (:mod:`msresnet.staging`
+uses ``moxing.file`` when it can be imported, fsspec/s3fs otherwise):
 
 1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
    ``cifar-10-batches-bin/``, or the archive itself) is copied to
@@ -15,12 +30,15 @@ What a ModelArts training job does with MoXing, with open tools (:mod:`msresnet.
 4. rank 0 uploads that folder (checkpoints, ``best.ckpt``, history, ``train.log``,
    ``job.log``, ``result.json``) to ``--train_url``.
 
+The job logs the platform's variables it sees (``MA_JOB_DIR``, ``VC_TASK_INDEX``,
+``MA_NUM_HOSTS``, ``MA_NUM_GPUS``, ``RANK_TABLE_FILE``, ...; :data:`PLATFORM_VARIABLES`).
 The platform adds arguments of its own (``--init_method``, ``--num_gpus``, ...):
 arguments that are Config fields become config overrides, anything else is
 ignored with a note in the log. ``cache_dir`` defaults to ``/cache`` (the node's
 local SSD on ModelArts) when it exists and is writable, else a folder in the
 system's temp folder. Credentials and endpoint come from the environment only
-(:data:`msresnet.staging.ENVIRONMENT`); the log names the endpoint, never a key.
+(:data:`msresnet.staging.ENVIRONMENT`), and only for the open path: with MoXing the
+platform's own authorisation is used. The log names the endpoint, never a key.
 """
 
 from __future__ import annotations
@@ -31,10 +49,13 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the package's
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)  # parent, not its folder
 
 from msresnet import staging
 from msresnet.sync import sync_data
@@ -45,6 +66,10 @@ JOB_LOG = "job.log"
 # Config fields the job sets itself (they point into the cache folder).
 JOB_OWNED_FIELDS = ("data_dir", "output_dir", "data_url")
 EXIT_USAGE, EXIT_STAGING, EXIT_TRAINING = 2, 3, 1
+#: ModelArts variables the job reports when set (see chapter 6 for their sources).
+PLATFORM_VARIABLES = ("MA_JOB_DIR", "MA_MOUNT_PATH", "MA_LOG_DIR", "MA_NUM_HOSTS",
+                      "VC_TASK_INDEX", "VC_WORKER_NUM", "MA_NUM_GPUS", "RANK_TABLE_FILE",
+                      "RANK_SIZE", "RANK_ID", "ASCEND_DEVICE_ID", "DEVICE_ID")
 
 
 @dataclass
@@ -68,10 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Stage CIFAR-10 from object storage, train ResNet50, upload the "
                     "results. Extra --KEY VALUE pairs that are config fields override "
                     "the profile; other extra arguments are ignored.")
-    parser.add_argument("--data_url", required=True,
-                        help="dataset folder or archive: obs://, s3://, file:// or a path")
-    parser.add_argument("--train_url", required=True,
-                        help="where outputs go: obs://, s3://, file:// or a path")
+    parser.add_argument("--data_url", default=None,
+                        help="dataset folder or archive: obs://, s3://, file:// or a local "
+                             "path (default: the environment variable data_url)")
+    parser.add_argument("--train_url", default=None,
+                        help="where outputs go: obs://, s3://, file:// or a local path "
+                             "(default: the environment variable train_url)")
     parser.add_argument("--config", default="smoke",
                         help="profile name (smoke, cpu, gpu, ascend) or YAML path")
     parser.add_argument("--cache_dir", type=Path, default=None,
@@ -113,12 +140,24 @@ def split_extra(extra: Sequence[str]) -> tuple[list[str], list[str]]:
     return overrides, ignored
 
 
-def parse_arguments(argv: Sequence[str]) -> JobArguments:
+def parse_arguments(argv: Sequence[str],
+                    environ: Mapping[str, str] | None = None) -> JobArguments:
     """Parse the job's options; raises ``msresnet.config.ConfigError`` for a bad
-    override and ``SystemExit`` (argparse) for missing/invalid job options."""
+    override and ``SystemExit`` (argparse) for missing/invalid job options.
+
+    ``--data_url``/``--train_url`` fall back to the environment variables
+    ``data_url``/``train_url``: what ModelArts sets when an input or output
+    parameter is to be "obtained from an environment variable"."""
     from msresnet.config import parse_overrides
 
-    known, extra = _parser().parse_known_args(list(argv))
+    env = os.environ if environ is None else environ
+    parser = _parser()
+    known, extra = parser.parse_known_args(list(argv))
+    for name in ("data_url", "train_url"):
+        if getattr(known, name) is None:
+            if not env.get(name):
+                parser.error(f"--{name} is required (or the environment variable {name})")
+            setattr(known, name, env[name])
     override_tokens, ignored = split_extra(extra)
     overrides = dict(parse_overrides(override_tokens, source="job arguments"))
     progress = known.progress
@@ -135,6 +174,48 @@ def default_cache_dir(candidate: Path = Path("/cache")) -> Path:
     if candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
         return candidate
     return Path(tempfile.gettempdir()) / "msresnet-cache"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Where this job reads and writes, decided from the two URLs (see the module
+    docstring): ``stage`` when ``data_url`` is remote, ``upload_url`` when
+    ``train_url`` is."""
+
+    cache: Path
+    data_source: str  # what is staged (remote) or read in place (local)
+    stage: bool
+    data_dir: Path  # where prepare() puts cifar-10-batches-bin
+    output_dir: Path
+    upload_url: str | None
+
+    @property
+    def flow(self) -> str:
+        if self.stage and self.upload_url:
+            return "older flow: the job copies data in and results out"
+        if not self.stage and not self.upload_url:
+            return "input/output parameters: the platform copies data in and results out"
+        return ("mixed: " + ("the job copies data in" if self.stage else
+                             "the platform copies data in") + ", " +
+                ("the job uploads results" if self.upload_url else
+                 "the platform uploads results"))
+
+
+def plan_job(args: JobArguments) -> JobPlan:
+    """Decide the flow: a remote URL is copied by the job, a local path is used."""
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    data, train = staging.parse_url(args.data_url), staging.parse_url(args.train_url)
+    output = cache / "output" if train.remote else Path(train.path)
+    return JobPlan(cache=cache, data_source=args.data_url if data.remote else data.path,
+                   stage=data.remote, data_dir=cache / "data", output_dir=output,
+                   upload_url=args.train_url if train.remote else None)
+
+
+def platform_note(environ: Mapping[str, str] | None = None) -> str:
+    """The ModelArts variables that are set, as ``NAME=value`` (none are secret)."""
+    env = os.environ if environ is None else environ
+    found = [f"{name}={env[name]}" for name in PLATFORM_VARIABLES if env.get(name)]
+    return ", ".join(found) if found else "none of " + "/".join(PLATFORM_VARIABLES[:5])
 
 
 def find_dataset_source(staged: Path) -> Path:
@@ -170,6 +251,8 @@ def _setup_logging(log_file: Path | None) -> list[logging.Handler]:
 
 
 def _environment_note() -> str:
+    if staging.backend() == "moxing":
+        return "MoXing (the platform's authorisation; no AK/SK needed)"
     settings = staging.StoreSettings.from_env()
     creds = "set" if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get(
         "AWS_SECRET_ACCESS_KEY") else "missing"
@@ -183,35 +266,50 @@ def run(args: JobArguments) -> dict[str, Any]:
     from msresnet.cifar10 import prepare
     from msresnet.config import load_config
     from msresnet.distributed import rank_info
-    from msresnet.train import train
+    from msresnet import train as training
 
-    cache = (args.cache_dir or default_cache_dir()).resolve()
-    input_dir, data_dir, output_dir = cache / "input", cache / "data", cache / "output"
+    # the training function, named train_and_evaluate since issue 13 (train before)
+    train = getattr(training, "train_and_evaluate", None) or training.train
+
+    plan = plan_job(args)
+    cache, data_dir, output_dir = plan.cache, plan.data_dir, plan.output_dir
     overrides = {**args.overrides, "data_dir": str(data_dir), "output_dir": str(output_dir)}
     config = load_config(args.config, overrides)  # config errors before any transfer
     log.info("profile %s; cache folder %s", config.profile, cache)
+    log.info("flow: %s", plan.flow)
+    log.info("platform variables: %s", platform_note())
     for name in args.ignored:
         log.info("ignoring argument %s (not a job option or config field)", name)
     if args.overrides:
         log.info("config overrides from the command line: %s",
                  ", ".join(f"{k}={v}" for k, v in args.overrides.items()))
-    log.info("object store: %s", _environment_note())
+    if plan.stage or plan.upload_url:
+        log.info("object store: %s", _environment_note())
 
     # 1. stage: one process per node copies, the others wait
-    if staging.is_directory(args.data_url):
-        staged = input_dir
+    if plan.stage:
+        input_dir = cache / "input"
+        if staging.is_directory(args.data_url):
+            staged = input_dir
+        else:
+            name = staging.parse_url(args.data_url).key.rstrip("/").rsplit("/", 1)[-1]
+            staged = input_dir / os.path.basename(name)
+        synced = sync_data(args.data_url, staged, timeout=args.sync_timeout,
+                           lock_dir=cache, threads=args.threads, progress=args.progress)
+        log.info("staged %s -> %s: %s", args.data_url, staged,
+                 "copied here" if synced.owner else f"copied by another process "
+                 f"(waited {synced.waited:.1f} s)")
+        if synced.owner:
+            rate = (synced.bytes or 0) / 1e6 / synced.seconds if synced.seconds else 0.0
+            log.info("staging: %s copied, %s skipped, %s bytes in %.1f s (%.1f MB/s)",
+                     synced.copied, synced.skipped, f"{synced.bytes:,}",
+                     synced.seconds or 0.0, rate)
     else:
-        name = staging.parse_url(args.data_url).key.rstrip("/").rsplit("/", 1)[-1]
-        staged = input_dir / os.path.basename(name)
-    synced = sync_data(args.data_url, staged, timeout=args.sync_timeout,
-                       lock_dir=cache, threads=args.threads, progress=args.progress)
-    log.info("staged %s -> %s: %s", args.data_url, staged,
-             "copied here" if synced.owner else f"copied by another process "
-             f"(waited {synced.waited:.1f} s)")
-    if synced.owner:
-        rate = (synced.bytes or 0) / 1e6 / synced.seconds if synced.seconds else 0.0
-        log.info("staging: %s copied, %s skipped, %s bytes in %.1f s (%.1f MB/s)",
-                 synced.copied, synced.skipped, f"{synced.bytes:,}", synced.seconds or 0.0, rate)
+        staged = Path(plan.data_source)
+        if not staged.exists():
+            raise staging.ObjectNotFoundError(
+                f"--data_url {plan.data_source} does not exist in this container", plan.data_source)
+        log.info("data is local (the platform downloaded it): %s", staged)
 
     # 2. prepare (extract + validate; safe to call from every process)
     source = find_dataset_source(staged)
@@ -226,10 +324,14 @@ def run(args: JobArguments) -> dict[str, Any]:
         "train_url": args.train_url, "epochs": result.epochs, "steps": result.steps,
         "final_loss": result.final_loss, "best_top1": best.get("top1")}
 
-    # 4. upload (rank 0 only: the other ranks wrote nothing)
-    if rank_info().is_main:
-        log.info("uploading %s -> %s", output_dir, args.train_url)
-        uploaded = staging.copy_parallel(output_dir, args.train_url, threads=args.threads,
+    # 4. upload (rank 0 only: the other ranks wrote nothing); in today's flow the
+    #    platform uploads the local output folder itself
+    if plan.upload_url is None:
+        log.info("outputs left in %s for the platform to upload", output_dir)
+        summary["output_files"] = len(staging.file_sizes(output_dir))
+    elif rank_info().is_main:
+        log.info("uploading %s -> %s", output_dir, plan.upload_url)
+        uploaded = staging.copy_parallel(output_dir, plan.upload_url, threads=args.threads,
                                          progress=args.progress)
         log.info("uploaded: %s in %.1f s (%.1f MB/s)", uploaded.summary(), uploaded.seconds,
                  uploaded.megabytes_per_second)
@@ -247,8 +349,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    cache = (args.cache_dir or default_cache_dir()).resolve()
-    handlers = _setup_logging(cache / "output" / JOB_LOG)
+    try:
+        plan = plan_job(args)
+    except staging.StagingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    handlers = _setup_logging(plan.output_dir / JOB_LOG)
     try:
         summary = run(args)
         # the uploaded job.log ends before the upload; send the complete one too
@@ -256,9 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             from msresnet.distributed import rank_info
 
-            if rank_info().is_main:
-                staging.copy(cache / "output" / JOB_LOG,
-                             args.train_url.rstrip("/") + "/" + JOB_LOG)
+            if plan.upload_url and rank_info().is_main:
+                staging.copy(plan.output_dir / JOB_LOG,
+                             plan.upload_url.rstrip("/") + "/" + JOB_LOG)
         except staging.StagingError as error:
             log.warning("could not upload the final %s: %s", JOB_LOG, error)
     except ConfigError as error:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -44,6 +45,39 @@ def test_missing_required_option_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as info:
         job.parse_arguments(["--train_url", "obs://b/out"])
     assert info.value.code == 2 and "--data_url" in capsys.readouterr().err
+
+
+def test_urls_can_come_from_the_environment():
+    args = job.parse_arguments(["--config", "smoke"],
+                               environ={"data_url": "/in/data_url_0", "train_url": "/out/x"})
+    assert (args.data_url, args.train_url) == ("/in/data_url_0", "/out/x")
+    given = job.parse_arguments(["--data_url", "obs://b/d/"], environ={"train_url": "/out"})
+    assert (given.data_url, given.train_url) == ("obs://b/d/", "/out")
+
+
+def test_the_flow_follows_the_urls(tmp_path):
+    older = job.plan_job(job.parse_arguments(
+        ["--data_url", "obs://b/data/", "--train_url", "obs://b/runs/r1/",
+         "--cache_dir", str(tmp_path)], environ={}))
+    assert older.stage and older.upload_url == "obs://b/runs/r1/"
+    assert older.output_dir == tmp_path.resolve() / "output" and "older flow" in older.flow
+    current = job.plan_job(job.parse_arguments(
+        ["--data_url", str(tmp_path / "in"), "--train_url", f"file://{tmp_path}/out",
+         "--cache_dir", str(tmp_path)], environ={}))
+    assert not current.stage and current.upload_url is None
+    assert current.data_source == str(tmp_path / "in")
+    assert current.output_dir == tmp_path / "out" and "platform copies" in current.flow
+    mixed = job.plan_job(job.parse_arguments(
+        ["--data_url", str(tmp_path / "in"), "--train_url", "s3://b/out/"], environ={}))
+    assert mixed.flow.startswith("mixed") and mixed.upload_url == "s3://b/out/"
+
+
+def test_platform_variables_are_reported():
+    note = job.platform_note({"MA_JOB_DIR": "/home/ma-user/modelarts/user-job-dir",
+                              "VC_TASK_INDEX": "0", "MA_NUM_GPUS": "8", "OTHER": "x"})
+    assert note == ("MA_JOB_DIR=/home/ma-user/modelarts/user-job-dir, VC_TASK_INDEX=0, "
+                    "MA_NUM_GPUS=8")
+    assert job.platform_note({}).startswith("none of MA_JOB_DIR")
 
 
 def test_default_cache_dir(tmp_path):
@@ -138,6 +172,77 @@ def test_job_stages_trains_and_uploads(tmp_path, dataset_url):
     for text in texts:
         for secret in SECRETS:
             assert secret not in text
+
+
+@pytest.fixture(scope="module")
+def tiny_archive(tmp_path_factory) -> Path:
+    """A folder holding a tiny cifar-10-binary.tar.gz (10,000 flat images per file)."""
+    root = tmp_path_factory.mktemp("tiny-local")
+    write_tiny_cifar(root / FOLDER_NAME, records=10_000)
+    (root / "input").mkdir()
+    with tarfile.open(root / "input" / "cifar-10-binary.tar.gz", "w:gz") as tar:
+        tar.add(root / FOLDER_NAME, arcname=FOLDER_NAME)
+    return root / "input"
+
+
+SMALL_RUN = ("--config", "smoke", "--epoch_size", "1", "--train_samples", "64",
+             "--eval_samples", "64", "--no-progress")
+
+
+def _without_object_store(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "S3_", "FAKE_MOXING", "MSRESNET_STAGING"))
+           and k not in ("data_url", "train_url")}
+    env.update(extra)
+    return env
+
+
+def test_current_flow_local_input_and_output_needs_no_object_store(tmp_path, tiny_archive):
+    """ModelArts input/output parameters: the platform has downloaded the input and
+    will upload the output folder; the job reads and writes local paths only, here
+    given as environment variables ("obtain from: environment variable")."""
+    out = tmp_path / "outputs" / "train_url_0"
+    env = _without_object_store({"data_url": str(tiny_archive), "train_url": str(out),
+                                 "MA_NUM_GPUS": "1", "VC_TASK_INDEX": "0"})
+    done = subprocess.run([sys.executable, "-m", "msresnet.job", *SMALL_RUN,
+                           "--cache_dir", str(tmp_path / "cache")], capture_output=True,
+                          text=True, env=env, timeout=900, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["epochs"] == 1 and "uploaded_files" not in summary
+    written = sorted(p.name for p in out.iterdir())
+    for name in ("best.ckpt", "config.yaml", "job.log", "result.json", "train.log"):
+        assert name in written, written
+    assert summary["output_files"] == len(written)
+    log_text = (out / "job.log").read_text()
+    assert "flow: input/output parameters" in log_text
+    assert "platform variables: VC_TASK_INDEX=0, MA_NUM_GPUS=1" in log_text
+    assert "object store:" not in log_text and "uploading" not in log_text
+    assert not (tmp_path / "cache" / "input").exists()  # nothing was copied in
+
+
+def test_older_flow_through_moxing_needs_no_credentials(tmp_path, tiny_archive):
+    """obs:// URLs on a node where ``import moxing`` works (the stand-in): the job is
+    started as a boot file, copies through MoXing and has no AK/SK at all."""
+    store, calls = tmp_path / "store", tmp_path / "moxing-calls.jsonl"
+    shutil.copytree(tiny_archive, store / "bucket" / "data")
+    env = _without_object_store({
+        "PYTHONPATH": str(REPO_ROOT / "tests" / "fake_moxing"),
+        "FAKE_MOXING_ROOT": str(store), "FAKE_MOXING_LOG": str(calls)})
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "msresnet" / "job.py"),
+                           "--data_url", "obs://bucket/data/",
+                           "--train_url", "obs://bucket/runs/r1/", *SMALL_RUN,
+                           "--cache_dir", str(tmp_path / "cache")], capture_output=True,
+                          text=True, env=env, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    operations = [json.loads(line) for line in calls.read_text().splitlines()]
+    copies = [o["args"] for o in operations if o["op"] == "copy_parallel"]
+    assert copies[0][0] == "obs://bucket/data" and copies[-1][1] == "obs://bucket/runs/r1"
+    uploaded = sorted(p.name for p in (store / "bucket" / "runs" / "r1").iterdir())
+    for name in ("best.ckpt", "job.log", "result.json", "train.log"):
+        assert name in uploaded, uploaded
+    assert "MoXing (the platform's authorisation" in done.stdout
+    assert "flow: older flow" in done.stdout
 
 
 def test_job_reports_a_staging_error_quickly(tmp_path, server):
