@@ -23,6 +23,7 @@ step takes ``step_offset`` (the steps done before this run).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import math
@@ -37,8 +38,9 @@ import numpy as np
 from mindspore.train import Callback, CheckpointConfig
 from tqdm import tqdm
 
-from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, partial_path,
-                                  prune_checkpoints, save_atomic, write_json_atomic)
+from msresnet.atomic import write_json, write_text
+from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, prune_checkpoints,
+                                  save_atomic)
 
 log = logging.getLogger("msresnet.train")
 
@@ -287,7 +289,7 @@ class BestCheckpoint(_StepCounter):
                   "selected_by": "validation during training"}
         save_atomic(cb_params.network, self.directory / BEST_CKPT,
                     {"epoch_num": epoch, "step_num": record["step"]})
-        write_json_atomic(self.directory / BEST_JSON, record)
+        write_json(self.directory / BEST_JSON, record)
         self.best = record
         log.info("new best top-1 %.4f at epoch %s -> %s", metrics["top1"], epoch, BEST_CKPT)
 
@@ -375,15 +377,14 @@ class EpochHistory(_StepCounter):
         if self.directory is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.directory / HISTORY_JSON, self.records)
-        partial = partial_path(self.directory / HISTORY_CSV)
-        with open(partial, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=HISTORY_FIELDS)
-            writer.writeheader()
-            for record in self.records:
-                writer.writerow({k: "" if record.get(k) is None else record.get(k)
-                                 for k in HISTORY_FIELDS})
-        os.replace(partial, self.directory / HISTORY_CSV)
+        write_json(self.directory / HISTORY_JSON, self.records)
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=HISTORY_FIELDS)
+        writer.writeheader()
+        for record in self.records:
+            writer.writerow({k: "" if record.get(k) is None else record.get(k)
+                             for k in HISTORY_FIELDS})
+        write_text(self.directory / HISTORY_CSV, table.getvalue(), newline="")
 
 
 def read_history(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -25,10 +25,8 @@ and each file records ``epoch_num`` and ``step_num`` (global step) through
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,18 +34,15 @@ from typing import Any
 
 import mindspore as ms
 
+from msresnet.atomic import atomic_path
+
 PREFIX = "resnet50"
 BEST_CKPT = "best.ckpt"
 BEST_JSON = "best.json"
-PARTIAL_TAG = ".part"
-"""Temporary files are ``<stem>.part<suffix>``, e.g. ``resnet50-3_8.part.ckpt``: they
-keep the ``.ckpt`` suffix (``mindspore.save_checkpoint`` appends one otherwise) but
-never match the ``<prefix>-<epoch>_<step>.ckpt`` pattern of finished checkpoints."""
-
-
-def partial_path(path: Path) -> Path:
-    """The temporary name used while ``path`` is being written."""
-    return path.with_name(f"{path.stem}{PARTIAL_TAG}{path.suffix}")
+# Temporary files (msresnet.atomic.partial_path) are ``<stem>.part<suffix>``, e.g.
+# ``resnet50-3_8.part.ckpt``: they keep the ``.ckpt`` suffix (``mindspore.save_checkpoint``
+# appends one otherwise) but never match the ``<prefix>-<epoch>_<step>.ckpt`` pattern of
+# finished checkpoints.
 
 CRC_TRAILER = b"crc_num"
 """MindSpore's ``save_checkpoint(crc_check=True)`` ends the file with this tag + 10 bytes."""
@@ -115,72 +110,21 @@ def latest_checkpoint(folder: str | os.PathLike[str], prefix: str = PREFIX) -> P
     return files[-1].path if files else None
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # not supported everywhere (e.g. Windows); the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_atomic(save_obj: Any, path: str | os.PathLike[str],
                 append_dict: Mapping[str, Any] | None = None) -> Path:
     """Save a checkpoint so that ``path`` is either the old complete file or the new one.
 
     ``save_obj`` is anything ``mindspore.save_checkpoint`` accepts (a Cell, a
     parameter list, a dict). The data goes to ``<stem>.part.ckpt``, is flushed to disk,
-    then renamed over ``path``. On any failure the partial file is removed and the
-    exception re-raised; whatever was at ``path`` before is untouched.
+    then renamed over ``path`` (:func:`msresnet.atomic.atomic_path`). On any failure
+    the partial file is removed and the exception re-raised; whatever was at ``path``
+    before is untouched.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_path(path)
-    try:
+    with atomic_path(path) as partial:
         ms.save_checkpoint(save_obj, str(partial), append_dict=dict(append_dict or {}),
                            crc_check=True)
-        _fsync_file(partial)
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
-def copy_atomic(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:
-    """Copy a file via a ``.part`` name + rename (used to promote the best checkpoint)."""
-    target = Path(target)
-    partial = partial_path(target)
-    try:
-        shutil.copyfile(source, partial)
-        _fsync_file(partial)
-        os.replace(partial, target)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return target
-
-
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
-    """Write JSON via a ``.part`` name + rename, so readers never see half a record."""
-    path = Path(path)
-    partial = partial_path(path)
-    try:
-        partial.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
     return path
 
 

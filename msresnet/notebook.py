@@ -24,12 +24,12 @@ Notebooks also record their key figures with :func:`record_metrics`, so that
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from msresnet.atomic import write_json
 from msresnet.config import FIELDS, Config, ConfigError, Overrides, load_config
 from msresnet.paths import REPO_ROOT
 
@@ -134,9 +134,7 @@ def record_metrics(chapter: str, metrics: Mapping[str, Any]) -> dict[str, Any]:
     if folder:
         path = Path(folder) / f"{chapter}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_json(path, data, sort_keys=True)
     return data
 
 

@@ -28,7 +28,6 @@ parameters and losses are recorded there.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -39,6 +38,7 @@ import mindspore as ms
 import numpy as np
 from mindspore.train import Callback
 
+from msresnet.atomic import atomic_path, write_json
 from msresnet.callbacks import loss_value
 from msresnet.distributed import rank_info
 from msresnet.pipeline import CIFAR10_MEAN, CIFAR10_STD
@@ -150,20 +150,22 @@ class RankDump(Callback):
         def stack(parts: list[np.ndarray], shape: tuple[int, ...], dtype: Any) -> np.ndarray:
             return np.concatenate(parts) if parts else np.zeros(shape, dtype)
 
-        np.savez_compressed(
-            self.directory / DATA_FILE.format(**names),
-            images=stack(self.images, (0, SIZE, SIZE, 3), np.uint8),
-            labels=stack(self.labels, (0,), np.int32),
-            image_epochs=stack(self.image_epochs, (0,), np.int32),
-            image_steps=stack(self.image_steps, (0,), np.int32),
-            losses=np.asarray(self.losses, np.float64),
-            step_epochs=np.asarray(self.step_epochs, np.int32),
-            step_seconds=np.asarray(self.step_seconds, np.float64))
-        ms.save_checkpoint(cb_params.train_network,
-                           str(self.directory / PARAMS_FILE.format(**names)))
+        # The data and the weights first, the summary last: load_rank reads the
+        # summary as the sign that this rank finished.
+        with atomic_path(self.directory / DATA_FILE.format(**names)) as partial:
+            np.savez_compressed(
+                partial,
+                images=stack(self.images, (0, SIZE, SIZE, 3), np.uint8),
+                labels=stack(self.labels, (0,), np.int32),
+                image_epochs=stack(self.image_epochs, (0,), np.int32),
+                image_steps=stack(self.image_steps, (0,), np.int32),
+                losses=np.asarray(self.losses, np.float64),
+                step_epochs=np.asarray(self.step_epochs, np.int32),
+                step_seconds=np.asarray(self.step_seconds, np.float64))
+        with atomic_path(self.directory / PARAMS_FILE.format(**names)) as partial:
+            ms.save_checkpoint(cb_params.train_network, str(partial))
         summary = {"rank": self.rank, "group_size": self.group_size, "finished": True,
                    "steps": len(self.losses), "epochs": self.epochs}
-        (self.directory / SUMMARY_FILE.format(**names)).write_text(
-            json.dumps(summary, indent=2) + "\n")
+        write_json(self.directory / SUMMARY_FILE.format(**names), summary)
         log.info("rank %d: wrote %s, %s and %s to %s", self.rank, DATA_FILE.format(**names),
                  PARAMS_FILE.format(**names), SUMMARY_FILE.format(**names), self.directory)

@@ -42,6 +42,7 @@ from typing import Any
 import nbformat
 import yaml
 
+from msresnet import atomic
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
 from msresnet.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
@@ -188,9 +189,8 @@ def now() -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    """``run.json`` and friends, atomically (a reader never sees half a record)."""
+    atomic.write_json(path, data, default=str)
 
 
 def extract_figures(notebook: Path, folder: Path) -> list[Path]:
@@ -236,7 +236,7 @@ def write_report(out: Path, run: Mapping[str, Any]) -> Path:
             lines.append(f"![{entry['name']}]({figure})")
             lines.append("")
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
+    atomic.write_text(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -30,9 +30,9 @@ from mindspore import nn
 from mindspore.train import Model
 
 from msresnet.losses import SparseCrossEntropy
+from msresnet.atomic import copy_file, write_json
 from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, CheckpointCorruptError,
-                                  checkpoint_meta, copy_atomic, list_checkpoints, load_strict,
-                                  write_json_atomic)
+                                  checkpoint_meta, list_checkpoints, load_strict)
 
 log = logging.getLogger("msresnet.sweep")
 
@@ -239,11 +239,11 @@ def promote_best(folder: str | os.PathLike[str], record: SweepRecord,
     made on the sweep's data, which may be larger than the validation subset.
     """
     folder = Path(folder)
-    copy_atomic(folder / record.file, folder / BEST_CKPT)
+    copy_file(folder / record.file, folder / BEST_CKPT)
     best = {"epoch": record.epoch, "step": record.step, "top1": round(record.top1, 6),
             "top5": round(record.top5, 6), "loss": round(record.loss, 6),
             "source": record.file, "selected_by": selected_by}
-    write_json_atomic(folder / BEST_JSON, best)
+    write_json(folder / BEST_JSON, best)
     return best
 
 
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_promote:
             payload["promoted"] = promote_best(
                 folder, result.best, f"checkpoint sweep on {result.samples} test images")
-    write_json_atomic(folder / SWEEP_JSON, payload)
+    write_json(folder / SWEEP_JSON, payload)
     print(json.dumps(payload.get("best")))
     return 0 if result.records else 1
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from msresnet.atomic import write_json
 from msresnet.staging import CopyResult, StagingError, copy, copy_parallel, is_directory, parse_url
 
 T = TypeVar("T")
@@ -95,9 +96,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    temp.write_text(json.dumps(data))
-    os.replace(temp, path)
+    # A unique temporary name: a marker may be written by more than one process.
+    write_json(path, data, indent=None, unique=True)
 
 
 @dataclass

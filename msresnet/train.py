@@ -59,6 +59,7 @@ import mindspore.dataset as ds
 from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
+from msresnet.atomic import write_json, write_text
 from msresnet.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
                                 StopAfterEpoch, read_best, read_history)
 from msresnet.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoint_meta,
@@ -269,7 +270,7 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
     handler = _attach_log_file(output_dir) if rank.is_main else None
     try:
         if rank.is_main:
-            (output_dir / CONFIG_FILE).write_text(config.to_yaml())
+            write_text(output_dir / CONFIG_FILE, config.to_yaml())
         log.info("profile %s on %s (%s mode, %s), %d steps/epoch x %d epochs, rank %d of %d",
                  config.profile, config.device_target, config.mode,
                  "mixed precision " + config.amp_level if uses_mixed_precision(config) else "float32",
@@ -319,7 +320,7 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
             first_step_seconds=None if timer.seconds is None else round(timer.seconds, 3),
             checkpoints=[c.name for c in list_checkpoints(output_dir)] if rank.is_main else [])
         if rank.is_main:
-            (output_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+            write_json(output_dir / RESULT_FILE, result.to_dict())
         log.info("done: %d epochs, %d steps, %.1f s", result.epochs, result.steps, result.seconds)
         return result
     finally:

@@ -16,6 +16,7 @@ import pytest
 from mindspore import nn
 from mindspore.train import CheckpointConfig, RunContext
 
+from msresnet import atomic
 from msresnet import checkpoints as ck
 from msresnet.callbacks import AtomicCheckpoint, BestCheckpoint, EpochHistory, read_history
 
@@ -83,9 +84,9 @@ def test_failed_save_keeps_previous_newest_and_leaves_no_partial_file(tmp_path, 
     monkeypatch.setattr(ck.ms, "save_checkpoint", dying_save)
     with pytest.raises(OSError, match="disk full"):
         save(net, target, 2, 8)
-    assert written == [(ck.partial_path(target), False)], "wrote to the final name directly"
+    assert written == [(atomic.partial_path(target), False)], "wrote to the final name directly"
     assert not target.exists()
-    assert not ck.partial_path(target).exists()
+    assert not atomic.partial_path(target).exists()
     assert [p.name for p in tmp_path.iterdir()] == ["resnet50-1_4.ckpt"]
     assert good.read_bytes() == before
     assert ck.latest_checkpoint(tmp_path) == good
@@ -104,9 +105,9 @@ def test_failed_overwrite_keeps_the_old_file_at_the_final_name(tmp_path, monkeyp
 
 def test_copy_and_json_writes_are_atomic_too(tmp_path, monkeypatch):
     (tmp_path / "best.json").write_text('{"top1": 0.5}')
-    monkeypatch.setattr(ck.json, "dumps", lambda *a, **k: (_ for _ in ()).throw(ValueError("boom")))
+    monkeypatch.setattr(atomic.json, "dumps", lambda *a, **k: (_ for _ in ()).throw(ValueError("boom")))
     with pytest.raises(ValueError):
-        ck.write_json_atomic(tmp_path / "best.json", {"top1": 0.9})
+        atomic.write_json(tmp_path / "best.json", {"top1": 0.9})
     assert json.loads((tmp_path / "best.json").read_text()) == {"top1": 0.5}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json"]
 
@@ -244,7 +245,7 @@ def test_best_json_updates_only_on_improvement(tmp_path):
 
 
 def test_best_checkpoint_respects_an_earlier_record(tmp_path):
-    ck.write_json_atomic(tmp_path / ck.BEST_JSON, {"epoch": 1, "step": 4, "top1": 0.7})
+    atomic.write_json(tmp_path / ck.BEST_JSON, {"epoch": 1, "step": 4, "top1": 0.7})
     best = BestCheckpoint(tmp_path)
     best.on_train_epoch_end(cb_context(tiny(), 2, 8, {"top1": 0.6, "top5": 1.0, "loss": 1.0}))
     assert json.loads((tmp_path / ck.BEST_JSON).read_text())["epoch"] == 1
