@@ -13,17 +13,13 @@ JB := $(VENV)/bin/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(wildcard book/*.ipynb)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-# Where CIFAR-10 comes from. This project's machines and CI have a local mirror of
-# the official archive next to the checkout (with its own checksum); everyone else
-# downloads the official archive. Override: make data CIFAR10_SOURCE=... CIFAR10_MD5=...
-MIRROR := ../shared/data/cifar-10-binary.tar.gz
-ifneq ($(wildcard $(MIRROR)),)
-CIFAR10_SOURCE ?= $(MIRROR)
-CIFAR10_MD5 ?= f589d28b67d6155e7dae07c1a46334ef
-else
-CIFAR10_SOURCE ?= https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz
+# Where CIFAR-10 comes from. `auto`: this project's machines and CI have a local
+# mirror of the archive next to the checkout (msresnet.paths.LOCAL_MIRROR, with its
+# own checksum), used when it exists; everyone else downloads the official archive
+# (checked against the official MD5). prepare prints which one it took.
+# Override: make data CIFAR10_SOURCE=official|URL|path CIFAR10_MD5=...
+CIFAR10_SOURCE ?= auto
 CIFAR10_MD5 ?=
-endif
 
 .PHONY: venv data book test quick-test unit-test reproduce-test nbval book-html browser-test system-deps clean
 

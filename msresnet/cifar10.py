@@ -1,4 +1,4 @@
-"""The CIFAR-10 binary files: their format, a validator, and ``prepare``.
+"""The CIFAR-10 binary files: their format, a validator, and :func:`prepare_dataset`.
 
 MindSpore's ``Cifar10Dataset`` reads the extracted ``cifar-10-batches-bin``
 folder directly, but on a truncated or corrupt file it fails deep inside its C++
@@ -6,7 +6,7 @@ reader with a message that does not say which file is wrong. So before training
 the book checks the files itself (:func:`validate`) and raises a
 :class:`DatasetError` that names the file and the problem.
 
-:func:`prepare` turns any of the usual sources (the official URL, MindSpore's
+:func:`prepare_dataset` turns any of the usual sources (the official URL, MindSpore's
 mirror, another URL, a local ``.tar.gz`` or an already extracted folder) into a
 ready folder. It is safe to call at the top of every notebook and from every
 rank of a distributed job: a ready folder carries a small marker file and the
@@ -246,23 +246,17 @@ class Prepared:
                 f"action:   {self.action} in {self.seconds:.1f} s")
 
 
-def prepare(source: str | os.PathLike[str] = OFFICIAL_URL, root: str | os.PathLike[str] = DATA_ROOT,
-            md5: str | None = None, *, progress: bool = True) -> Path:
-    """Make ``root/cifar-10-batches-bin`` ready and validated; return its path.
+def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
+                    root: str | os.PathLike[str] = DATA_ROOT, md5: str | None = None, *,
+                    progress: bool = True) -> Prepared:
+    """Make ``root/cifar-10-batches-bin`` ready and validated; report what happened.
 
     ``source`` is an http(s) URL (default: the official archive), a local
     ``.tar.gz``, or an extracted folder. ``md5`` is the archive's expected MD5;
     by default the official MD5 for the official and MindSpore URLs, and no
-    check (MD5 computed and reported) for anything else. See
-    :func:`prepare_dataset` for the details it reports.
-    """
-    return prepare_dataset(source, root, md5, progress=progress).folder
-
-
-def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
-                    root: str | os.PathLike[str] = DATA_ROOT, md5: str | None = None, *,
-                    progress: bool = True) -> Prepared:
-    """Like :func:`prepare`, but return a :class:`Prepared` report of what happened.
+    check (MD5 computed and reported) for anything else. The returned
+    :class:`Prepared` says what was done; its ``folder`` is the ready folder.
+    (The command line around it is the module :mod:`msresnet.prepare`.)
 
     Raises :class:`DatasetError` for anything wrong with the files (checksum,
     archive members, validation) and :class:`~msresnet.download.DownloadError`
@@ -455,5 +449,5 @@ def _lock(root: Path) -> Iterator[None]:
 __all__ = [
     "CLASSES", "DatasetError", "DownloadError", "FOLDER_NAME", "MARKER_NAME", "MINDSPORE_MIRROR_URL",
     "OFFICIAL_MD5", "OFFICIAL_URL", "Prepared", "RECORD_BYTES", "TEST_FILES", "TRAIN_FILES",
-    "prepare", "prepare_dataset", "read_records", "validate", "split_counts", "extract_archive",
+    "prepare_dataset", "read_records", "validate", "split_counts", "extract_archive",
 ]

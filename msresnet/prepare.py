@@ -1,26 +1,44 @@
 """Command line: make a ready ``cifar-10-batches-bin`` folder.
 
     python -m msresnet.prepare                                   # official URL into data/
+    python -m msresnet.prepare --source auto                     # local mirror if present
     python -m msresnet.prepare --source mindspore                # MindSpore's mirror
-    python -m msresnet.prepare --source ../shared/data/cifar-10-binary.tar.gz \\
-        --md5 f589d28b67d6155e7dae07c1a46334ef --root data
+    python -m msresnet.prepare --source path/to/cifar-10-binary.tar.gz --md5 HEX --root data
 
-It prints what it did (source, checksum used, folder, seconds) and, on a
-problem, one clear line and exit status 1 instead of a stack trace, because it
-is meant for shell scripts and CI.
+``--source auto`` (what ``make data`` runs) takes this project's local mirror of the
+archive, :data:`msresnet.paths.LOCAL_MIRROR` with its own MD5, when it exists, and
+the official archive otherwise, and says which one it took. It prints what it did
+(source, checksum used, folder, seconds) and, on a problem, one clear line and exit
+status 1 instead of a stack trace, because it is meant for shell scripts and CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from msresnet.cifar10 import (MINDSPORE_MIRROR_URL, OFFICIAL_URL, DatasetError, prepare_dataset)
+from msresnet.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL, DatasetError, prepare_dataset
 from msresnet.download import DownloadError
-from msresnet.paths import DATA_ROOT
+from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, LOCAL_MIRROR_MD5
 
 # Short names for the two well-known URLs, so nobody has to type the mirror's address.
 SOURCE_ALIASES = {"official": OFFICIAL_URL, "mindspore": MINDSPORE_MIRROR_URL}
+AUTO = "auto"
+
+
+def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str | None]:
+    """``(source, md5, note)`` for a ``--source`` value: aliases expanded, and ``auto``
+    turned into the local mirror (path relative to the current folder, its MD5 unless
+    ``md5`` is given) when it exists, else the official URL. ``note`` says what
+    ``auto`` chose (None for any other source)."""
+    if source != AUTO:
+        return SOURCE_ALIASES.get(source, source), md5, None
+    if LOCAL_MIRROR.is_file():
+        return (os.path.relpath(LOCAL_MIRROR), md5 or LOCAL_MIRROR_MD5,
+                f"--source auto: the local mirror {LOCAL_MIRROR} exists; using it")
+    return (OFFICIAL_URL, md5,
+            f"--source auto: no local mirror at {LOCAL_MIRROR}; using the official archive")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,13 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m msresnet.prepare",
         description="Download (or take) the CIFAR-10 binary archive, check it and extract it safely.")
     parser.add_argument("--source", default=OFFICIAL_URL,
-                        help="an http(s) URL, a local .tar.gz, an extracted folder, or 'official' /"
-                             f" 'mindspore' (default: {OFFICIAL_URL}; mindspore = {MINDSPORE_MIRROR_URL})")
+                        help="an http(s) URL, a local .tar.gz, an extracted folder, 'official',"
+                             " 'mindspore', or 'auto' (the local mirror if it exists, else"
+                             f" official; default: {OFFICIAL_URL}; mindspore = {MINDSPORE_MIRROR_URL})")
     parser.add_argument("--root", default=str(DATA_ROOT),
                         help="folder that will contain cifar-10-batches-bin (default: %(default)s)")
     parser.add_argument("--md5", default=None,
                         help="expected MD5 of the archive (default: the official MD5 for the official and"
-                             " MindSpore URLs; for other sources it is computed and reported, not checked)")
+                             " MindSpore URLs, the mirror's own for auto; for other sources it is"
+                             " computed and reported, not checked)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -42,9 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; return the exit status."""
     args = build_parser().parse_args(argv)
-    source = SOURCE_ALIASES.get(args.source, args.source)
+    source, md5, note = resolve_source(args.source, args.md5)
+    if note:
+        print(note)
     try:
-        report = prepare_dataset(source, args.root, args.md5, progress=not args.quiet)
+        report = prepare_dataset(source, args.root, md5, progress=not args.quiet)
     except (DatasetError, DownloadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

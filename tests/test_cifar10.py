@@ -21,12 +21,13 @@ import pytest
 
 from msresnet import cifar10
 from msresnet.cifar10 import (CLASSES, FOLDER_NAME, MARKER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES,
-                              DatasetError, prepare, prepare_dataset, read_records, validate)
+                              DatasetError, prepare_dataset, read_records, validate)
+from msresnet import prepare as prepare_cli
+from msresnet.paths import LOCAL_MIRROR as MIRROR
+from msresnet.paths import LOCAL_MIRROR_MD5 as MIRROR_MD5
 from msresnet.paths import REPO_ROOT
 from msresnet.prepare import main as cli_main
 
-MIRROR = REPO_ROOT.parent / "shared" / "data" / "cifar-10-binary.tar.gz"
-MIRROR_MD5 = "f589d28b67d6155e7dae07c1a46334ef"
 needs_mirror = pytest.mark.skipif(not MIRROR.is_file(), reason=f"local CIFAR-10 mirror not found at {MIRROR}")
 
 # Different record counts per file, so a count mix-up shows.
@@ -188,7 +189,7 @@ def test_prepare_verifies_a_given_md5(archive: Path, root: Path) -> None:
 def test_prepare_wrong_md5_names_expected_and_actual(archive: Path, root: Path) -> None:
     actual = hashlib.md5(archive.read_bytes()).hexdigest()
     with pytest.raises(DatasetError) as info:
-        prepare(archive, root, md5="0123456789abcdef0123456789abcdef", progress=False)
+        prepare_dataset(archive, root, md5="0123456789abcdef0123456789abcdef", progress=False)
     assert str(info.value) == (f"{archive}: MD5 mismatch: expected 0123456789abcdef0123456789abcdef,"
                                f" got {actual}")
     assert archive.exists()  # the user's own file is never deleted
@@ -211,20 +212,20 @@ def test_prepare_broken_source_folder_names_it(tmp_path: Path, root: Path) -> No
     source = write_folder(tmp_path / "elsewhere" / FOLDER_NAME)
     (source / "test_batch.bin").unlink()
     with pytest.raises(DatasetError, match=rf"^missing test_batch\.bin in {source}$"):
-        prepare(source, root, progress=False)
+        prepare_dataset(source, root, progress=False)
     assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
 
 
 def test_prepare_missing_source(tmp_path: Path, root: Path) -> None:
     with pytest.raises(DatasetError, match="source not found: .*nope.tar.gz"):
-        prepare(tmp_path / "nope.tar.gz", root, progress=False)
+        prepare_dataset(tmp_path / "nope.tar.gz", root, progress=False)
 
 
 def test_truncated_archive_is_reported(archive: Path, root: Path) -> None:
     data = archive.read_bytes()
     archive.write_bytes(data[: len(data) // 2])
     with pytest.raises(DatasetError, match=r"cifar-10-binary\.tar\.gz: not a readable \.tar\.gz archive"):
-        prepare(archive, root, progress=False)
+        prepare_dataset(archive, root, progress=False)
     assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
 
 
@@ -233,7 +234,7 @@ def test_archive_missing_a_member_is_reported(tmp_path: Path, root: Path) -> Non
     del files["data_batch_4.bin"]
     archive = write_archive(tmp_path / "a.tar.gz", files)
     with pytest.raises(DatasetError, match=r"^a\.tar\.gz: missing data_batch_4\.bin in the archive$"):
-        prepare(archive, root, progress=False)
+        prepare_dataset(archive, root, progress=False)
     assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
 
 
@@ -264,7 +265,7 @@ def test_unsafe_members_are_refused_and_nothing_is_left(tmp_path: Path, root: Pa
     with tarfile.open(archive) as tar:  # the crafted name really is in the archive
         assert member.name in tar.getnames()
     with pytest.raises(DatasetError, match=rf"^evil\.tar\.gz: {message}"):
-        prepare(archive, root, progress=False)
+        prepare_dataset(archive, root, progress=False)
     assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
     assert not list(tmp_path.rglob("evil")) and not Path("/tmp/evil").exists()
 
@@ -273,7 +274,7 @@ def test_duplicate_member_is_refused(tmp_path: Path, root: Path) -> None:
     duplicate = _member(f"{FOLDER_NAME}/test_batch.bin")
     archive = write_archive(tmp_path / "dup.tar.gz", extra=[duplicate])
     with pytest.raises(DatasetError, match="appears twice"):
-        prepare(archive, root, progress=False)
+        prepare_dataset(archive, root, progress=False)
     assert not (root / FOLDER_NAME).exists()
 
 
@@ -291,7 +292,7 @@ def test_crash_mid_extraction_leaves_nothing(archive: Path, root: Path, monkeypa
 
     monkeypatch.setattr(cifar10, "_copy_member", crash_on_third)
     with pytest.raises(OSError, match="simulated crash"):
-        prepare(archive, root, progress=False)
+        prepare_dataset(archive, root, progress=False)
     assert len(calls) == 3
     assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
 
@@ -300,13 +301,13 @@ def test_leftover_from_a_killed_run_is_cleaned(archive: Path, root: Path) -> Non
     killed = root / f".{FOLDER_NAME}.partial-999-deadbeef"
     write_folder(killed)
     (killed / "data_batch_1.bin").write_bytes(b"half")
-    prepare(archive, root, progress=False)
+    prepare_dataset(archive, root, progress=False)
     assert leftovers(root) == []
     assert validate(root / FOLDER_NAME) == COUNTS
 
 
 def test_second_call_does_nothing(archive: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = prepare(archive, root, progress=False)
+    folder = prepare_dataset(archive, root, progress=False).folder
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
 
     def must_not_run(*args: object, **kwargs: object) -> None:
@@ -321,11 +322,11 @@ def test_second_call_does_nothing(archive: Path, root: Path, monkeypatch: pytest
 
 
 def test_ready_folder_damaged_later_is_not_trusted(archive: Path, root: Path) -> None:
-    folder = prepare(archive, root, progress=False)
+    folder = prepare_dataset(archive, root, progress=False).folder
     path = folder / "data_batch_2.bin"
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(DatasetError, match=r"^data_batch_2\.bin: .* \(truncated\?\) \(the folder .* remove it"):
-        prepare(archive, root, progress=False)
+        prepare_dataset(archive, root, progress=False)
     assert path.exists()  # reported, not deleted
 
 
@@ -367,6 +368,39 @@ def test_cli_error_is_one_clear_line(archive: Path, root: Path, capsys: pytest.C
     assert "Traceback" not in err
 
 
+def test_cli_source_auto_takes_the_local_mirror_when_it_exists(
+        archive: Path, root: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    md5 = hashlib.md5(archive.read_bytes()).hexdigest()
+    monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR", archive)
+    monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR_MD5", md5)
+    assert cli_main(["--source", "auto", "--root", str(root), "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"--source auto: the local mirror {archive} exists; using it"
+    assert lines[1] == f"source:   {os.path.relpath(archive)}"
+    assert lines[2] == f"checksum: md5 {md5} verified (given by caller)"
+    # a wrong mirror checksum is caught: auto passes the mirror's MD5 on
+    monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR_MD5", "0" * 32)
+    assert cli_main(["--source", "auto", "--root", str(root / "again"), "--quiet"]) == 1
+
+
+def test_source_auto_without_the_mirror_is_the_official_archive(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR", tmp_path / "absent.tar.gz")
+    source, md5, note = prepare_cli.resolve_source("auto", None)
+    assert (source, md5) == (cifar10.OFFICIAL_URL, None)  # prepare_dataset checks the official MD5
+    assert note == f"--source auto: no local mirror at {tmp_path / 'absent.tar.gz'}; using the official archive"
+    assert prepare_cli.resolve_source("official", None) == (cifar10.OFFICIAL_URL, None, None)
+    assert prepare_cli.resolve_source("x.tar.gz", "ab") == ("x.tar.gz", "ab", None)
+
+
+def test_the_local_mirror_is_named_in_one_place() -> None:
+    """The Makefile (and the tests) take the mirror from msresnet.paths, not a copy."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert MIRROR.name not in makefile and MIRROR_MD5 not in makefile
+    assert "--source $(CIFAR10_SOURCE)" in makefile and "CIFAR10_SOURCE ?= auto" in makefile
+
+
 @needs_mirror
 def test_cli_on_the_local_mirror(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "msresnet.prepare", "--source", str(MIRROR), "--root", str(tmp_path),
@@ -387,7 +421,7 @@ def test_cli_on_the_local_mirror(tmp_path: Path) -> None:
 
 @needs_mirror
 def test_prepare_on_the_local_mirror(tmp_path: Path) -> None:
-    folder = prepare(MIRROR, tmp_path, md5=MIRROR_MD5, progress=False)
+    folder = prepare_dataset(MIRROR, tmp_path, md5=MIRROR_MD5, progress=False).folder
     counts = validate(folder)
     assert cifar10.split_counts(counts) == (50_000, 10_000)
     assert all(count == 10_000 for count in counts.values())

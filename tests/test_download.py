@@ -208,7 +208,7 @@ def test_only_http_urls(tmp_path: Path) -> None:
         download("ftp://example.org/x.tar.gz", tmp_path / "x", progress=False)
 
 
-# ---- prepare() from a URL, end to end -------------------------------------------------
+# ---- prepare_dataset() from a URL, end to end -------------------------------------------------
 
 def fake_archive_bytes(records: int = 4) -> bytes:
     """A tiny but well-formed CIFAR-10 binary archive, in memory."""
@@ -251,6 +251,6 @@ def test_prepare_from_unknown_url_without_md5_reports_skipped_check(server: Serv
 def test_prepare_from_url_with_wrong_md5(server: Server, tmp_path: Path) -> None:
     server.behaviour.payload = fake_archive_bytes()
     with pytest.raises(cifar10.DatasetError, match=r"MD5 mismatch: expected f{32}, got [0-9a-f]{32}"):
-        cifar10.prepare(server.url, tmp_path, md5="f" * 32, progress=False)
+        cifar10.prepare_dataset(server.url, tmp_path, md5="f" * 32, progress=False)
     assert not (tmp_path / cifar10.FOLDER_NAME).exists()
     assert (tmp_path / "cifar-10-binary.tar.gz.bad").exists()
