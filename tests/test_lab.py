@@ -24,7 +24,10 @@ strict nbval again. The real ``notebooks/`` is never modified.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import http.server
 import json
 import os
 import re
@@ -32,7 +35,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -222,6 +227,66 @@ def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home):
     assert not leftovers, leftovers
     assert {p.name for p in NOTEBOOKS.iterdir()} == before_files
     assert _digest(chapter) == before_digest, f"{CHAPTER} was rewritten"
+
+
+@contextlib.contextmanager
+def _serve_ipynb_as_json(root: Path) -> Iterator[str]:
+    """Serve ``root`` on loopback with .ipynb as ``application/json``, as many hosts do.
+
+    A browser shows such a file instead of saving it unless the link asks for a
+    download, which is what ``_static/ipynb-download.js`` adds.
+    """
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                          ".ipynb": "application/json"}
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(900)
+def test_book_page_downloads_the_chapter_notebook(tmp_path):
+    """The rendered chapter's download menu saves its .ipynb (stored outputs included)."""
+    html = REPO / "_build" / "html"
+    if not (html / "notebooks" / CHAPTER.replace(".ipynb", ".html")).exists():
+        subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", ".",
+                        "-W", "-n", "--keep-going"], cwd=REPO, check=True)
+    with _serve_ipynb_as_json(html) as base, sync_playwright() as playwright:
+        context = browser_check.launch(playwright, tmp_path / "chromium-profile")
+        try:
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{base}notebooks/{CHAPTER.replace('.ipynb', '.html')}", timeout=PAGE_S)
+            page.click(".dropdown-download-buttons button.dropdown-toggle")
+            entry = page.locator(".dropdown-download-buttons a.btn-download-source-button")
+            assert entry.inner_text().strip() == ".ipynb"
+            with page.expect_download(timeout=PAGE_S) as download_info:
+                entry.click()
+            download = download_info.value
+            assert download.suggested_filename == CHAPTER
+            saved = tmp_path / CHAPTER
+            download.save_as(saved)
+            assert not errors, errors
+        finally:
+            context.close()
+    notebook = nbformat.read(saved, as_version=4)
+    built_from = nbformat.read(html / "_sources" / "notebooks" / CHAPTER, as_version=4)
+    assert notebook == built_from
+    assert any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code")
 
 
 def _get(server: lab.Server, path: str) -> str:
