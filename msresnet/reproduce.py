@@ -31,6 +31,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -49,6 +50,7 @@ from msresnet.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+TRAIN_DIR = "train"  # chapter 4's output folder, inside --out (chapter 5 sweeps it)
 # Config fields that may name a local file or folder: the chapters run in their own
 # folder, so a relative path given on the command line is made absolute first.
 LOCAL_PATH_FIELDS = (*PATH_FIELDS, "data_url", "resume_from")
@@ -323,8 +325,9 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
                                  source="-p parameters")
     if "profile" in user and user["profile"] != profile:
         raise ReproduceError("-p profile: use --profile to choose the profile")
+    given_out = Path(out).as_posix()
     out = out.resolve()
-    shared = {"profile": profile, "output_dir": str(out / "train")}
+    shared = {"profile": profile, "output_dir": str(out / TRAIN_DIR)}
     config = load_config(profile, Overrides({**config_overrides, "output_dir": shared["output_dir"]},
                                            source="-p parameters"))
 
@@ -334,7 +337,12 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
     if resume and run_file.exists():
         previous = {e["name"]: e for e in json.loads(run_file.read_text()).get("notebooks", [])}
     run: dict[str, Any] = {
-        "profile": profile, "command": command, "user_parameters": user,
+        "profile": profile, "command": command,
+        # Typed locations, for readers of the record on any machine (parameters.output_dir
+        # is this machine's absolute path): --out as given, and chapter 4's training
+        # folder relative to it.
+        "out": given_out, "train_dir": TRAIN_DIR,
+        "user_parameters": user,
         "parameters": config.to_dict(), "versions": versions(),
         "device": {"device_target": config.device_target, "mode": config.mode},
         "machine": machine(), "git": git_state(), "started": now(), "finished": None,
@@ -356,6 +364,12 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
     return run
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """The command as recorded in ``run.json``: quoted for a POSIX shell, so that
+    copying it (or ``shlex.split``) gives back exactly these arguments."""
+    return shlex.join(["python", "-m", "msresnet.reproduce", *argv])
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m msresnet.reproduce",
                                      description=__doc__.split("\n\n")[0])
@@ -373,7 +387,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    command = " ".join(["python -m msresnet.reproduce", *(argv if argv is not None else sys.argv[1:])])
+    command = command_line(argv if argv is not None else sys.argv[1:])
     try:
         run = reproduce(args.profile, args.out, args.parameter, args.only, args.resume, command,
                         notebook_dir=args.notebooks)

@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from msresnet.atomic import write_text
 from msresnet.reproduce import format_metric
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
@@ -89,12 +91,30 @@ def record(run_dir: Path, dest: Path) -> list[Path]:
                                f"{len(captions)}: update results_page.FIGURES")
         for figure in drawn:
             copy(run_dir / figure, dest / figure)
-    train_dir = Path(run["parameters"]["output_dir"])
-    if not train_dir.is_absolute():
-        train_dir = run_dir / train_dir
+    train_dir = run_dir / train_folder(run)
     for name in TRAIN_FILES:
         copy(train_dir / name, dest / "train" / name)
     return written
+
+
+def train_folder(run: dict[str, Any]) -> str:
+    """Chapter 4's training folder, relative to the run folder: ``run.json``'s
+    ``train_dir``; records written before that field existed used ``train``."""
+    return run.get("train_dir") or "train"
+
+
+def out_folder(run: dict[str, Any]) -> str:
+    """The reproduction's ``--out`` as given: ``run.json``'s ``out``, or, in records
+    written before that field existed, read from the recorded command."""
+    if run.get("out"):
+        return run["out"]
+    words = shlex.split(run["command"])
+    for i, word in enumerate(words):
+        if word == "--out" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--out="):
+            return word.split("=", 1)[1]
+    raise ResultsError(f"run.json: no 'out' field and no --out in the command {run['command']!r}")
 
 
 def _minutes(seconds: float) -> str:
@@ -131,8 +151,8 @@ def render_page(dest: Path, page: Path) -> str:
         "",
         "```bash",
         run["command"],
-        f"python -m msresnet.results_page {Path(run['command'].split('--out ')[-1].split()[0]).as_posix()} "
-        "--dest results/cpu --page book/results.md",
+        shlex.join(["python", "-m", "msresnet.results_page", out_folder(run),
+                    "--dest", "results/cpu", "--page", "book/results.md"]),
         "```",
         "",
         "## Where and when",
@@ -204,9 +224,7 @@ def render_page(dest: Path, page: Path) -> str:
 
 def write_page(dest: Path, page: Path) -> Path:
     """Write :func:`render_page` to ``page``."""
-    page = Path(page)
-    page.write_text(render_page(dest, page))
-    return page
+    return write_text(page, render_page(dest, page))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -261,13 +261,6 @@ def per_class_accuracy(cm: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, np.diag(cm) / np.maximum(totals, 1), np.nan)
 
 
-def load_seconds(evaluator: CheckpointEvaluator, path: str | os.PathLike[str]) -> float:
-    """Seconds to load one checkpoint into the evaluator's network (no evaluation)."""
-    start = time.perf_counter()
-    evaluator.load(path)
-    return time.perf_counter() - start
-
-
 SWEEP_CSV = "sweep.csv"
 SWEEP_JSON = "sweep.json"
 

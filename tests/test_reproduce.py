@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,17 @@ def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypat
     assert profile_output == REPO_ROOT / "runs" / "cpu"  # the profile's, from the chapter's folder
     assert "output_dir" not in run["notebooks"][1]["parameters"]
     assert METRICS_DIR_VARIABLE not in os.environ  # restored after the run
+    # typed locations for readers on other machines: --out as given, training inside it
+    assert (run["out"], run["train_dir"]) == ("run", "train")
+    assert (tmp_path / run["out"] / run["train_dir"]).as_posix() == metrics["output_dir"]
+
+
+def test_the_recorded_command_is_quoted_for_the_shell():
+    argv = ["--profile", "cpu", "-p", "data_url", "/data/my copy.tgz", "--out", "runs/a b"]
+    command = reproduce.command_line(argv)
+    assert command == ("python -m msresnet.reproduce --profile cpu -p data_url "
+                       "'/data/my copy.tgz' --out 'runs/a b'")
+    assert shlex.split(command)[3:] == argv
 
 
 def test_stale_metrics_are_not_reported(tmp_path):

@@ -115,6 +115,33 @@ def test_an_incomplete_run_is_refused_with_the_reason(tmp_path, broken, message)
         record(fake_run(tmp_path, **broken), tmp_path / "dest")
 
 
+def test_the_run_folders_come_from_typed_fields_of_run_json(tmp_path):
+    """``out`` and ``train_dir`` (written by reproduce) win over the command text;
+    the page's command is quoted for the shell."""
+    run_dir = fake_run(tmp_path)
+    (run_dir / "train").rename(run_dir / "training")
+    run = json.loads((run_dir / "run.json").read_text())
+    run.update(out="runs/cpu reference", train_dir="training",
+               command="python -m msresnet.reproduce --profile cpu --out elsewhere")
+    (run_dir / "run.json").write_text(json.dumps(run))
+    dest = tmp_path / "dest"
+    assert dest / "train" / "history.json" in record(run_dir, dest)
+    text = render_page(dest, tmp_path / "results.md")
+    assert ("python -m msresnet.results_page 'runs/cpu reference' --dest results/cpu "
+            "--page book/results.md") in text
+    assert "elsewhere --dest" not in text
+
+
+def test_older_records_without_the_typed_fields_still_render(tmp_path):
+    run = {"command": "python -m msresnet.reproduce --profile cpu --out=runs/a --resume"}
+    assert results_page.out_folder(run) == "runs/a"
+    assert results_page.train_folder(run) == "train"
+    run["command"] = "python -m msresnet.reproduce --profile cpu --out runs/b --resume"
+    assert results_page.out_folder(run) == "runs/b"
+    with pytest.raises(ResultsError, match="no 'out' field and no --out"):
+        results_page.out_folder({"command": "python -m msresnet.reproduce --profile cpu"})
+
+
 def test_a_missing_training_record_is_named(tmp_path):
     run_dir = fake_run(tmp_path)
     (run_dir / "train" / "best.json").unlink()
