@@ -50,7 +50,7 @@ HISTORY_FIELDS = ("epoch", "step", "lr", "train_loss", "val_loss", "val_top1", "
                   "train_seconds", "eval_seconds", "images_per_second")
 """Columns of ``history.csv`` (and keys of each ``history.json`` record)."""
 
-# Names of the metrics passed to Model (see msresnet.train.METRICS).
+# Names of the metrics passed to Model (see msresnet.factories.make_metrics).
 TOP1, TOP5, LOSS = "top1", "top5", "loss"
 
 

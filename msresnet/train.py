@@ -1,7 +1,7 @@
 """Train and validate ResNet50 on CIFAR-10: the one training function of the book.
 
-The notebook of chapter 4 and the command line run the same :func:`train_and_evaluate`, so a
-remote job runs exactly what the book teaches::
+The notebook of chapter 4 and the command line run the same
+:func:`train_and_evaluate`, so a remote job runs exactly what the book teaches::
 
     python -m msresnet.train --config configs/smoke.yaml --output runs/smoke
     python -m msresnet.train smoke --epoch_size 3 --train_samples 256
