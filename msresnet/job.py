@@ -25,8 +25,8 @@ uses ``moxing.file`` when it can be imported, fsspec/s3fs otherwise):
 1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
    ``cifar-10-batches-bin/``, or the archive itself) is copied to
    ``<cache_dir>/input`` by one process per node (:func:`msresnet.sync.sync_data`);
-2. :func:`msresnet.cifar10.prepare` extracts/validates it into ``<cache_dir>/data``;
-3. :func:`msresnet.train.train` trains with ``output_dir = <cache_dir>/output``;
+2. :func:`msresnet.cifar10.prepare_dataset` extracts/validates it into ``<cache_dir>/data``;
+3. :func:`msresnet.train.train_and_evaluate` trains with ``output_dir = <cache_dir>/output``;
 4. rank 0 uploads that folder (checkpoints, ``best.ckpt``, history, ``train.log``,
    ``job.log``, ``result.json``) to ``--train_url``.
 
@@ -185,7 +185,7 @@ class JobPlan:
     cache: Path
     data_source: str  # what is staged (remote) or read in place (local)
     stage: bool
-    data_dir: Path  # where prepare() puts cifar-10-batches-bin
+    data_dir: Path  # where prepare_dataset() puts cifar-10-batches-bin
     output_dir: Path
     upload_url: str | None
 
@@ -219,7 +219,7 @@ def platform_note(environ: Mapping[str, str] | None = None) -> str:
 
 
 def find_dataset_source(staged: Path) -> Path:
-    """What to hand :func:`msresnet.cifar10.prepare` in the staged input: the archive
+    """What to hand :func:`msresnet.cifar10.prepare_dataset` in the staged input: the archive
     itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
     from msresnet.cifar10 import FOLDER_NAME, TRAIN_FILES
 
@@ -263,13 +263,10 @@ def _environment_note() -> str:
 
 def run(args: JobArguments) -> dict[str, Any]:
     """Stage, prepare, train, upload. Returns the summary printed by :func:`main`."""
-    from msresnet.cifar10 import prepare
+    from msresnet.cifar10 import prepare_dataset
     from msresnet.config import load_config
     from msresnet.distributed import rank_info
-    from msresnet import train as training
-
-    # the training function, named train_and_evaluate since issue 13 (train before)
-    train = getattr(training, "train_and_evaluate", None) or training.train
+    from msresnet.train import train_and_evaluate
 
     plan = plan_job(args)
     cache, data_dir, output_dir = plan.cache, plan.data_dir, plan.output_dir
@@ -313,12 +310,12 @@ def run(args: JobArguments) -> dict[str, Any]:
 
     # 2. prepare (extract + validate; safe to call from every process)
     source = find_dataset_source(staged)
-    folder = prepare(source, root=data_dir, md5=config.data_md5 if source.is_file() else None,
+    folder = prepare_dataset(source, root=data_dir, md5=config.data_md5 if source.is_file() else None,
                      progress=args.progress)
-    log.info("dataset ready: %s", folder)
+    log.info("dataset ready: %s (%s)", folder.folder, folder.action)
 
     # 3. train
-    result = train(config, progress=args.progress)
+    result = train_and_evaluate(config, progress=args.progress)
     best = result.best or {}
     summary: dict[str, Any] = {
         "train_url": args.train_url, "epochs": result.epochs, "steps": result.steps,
