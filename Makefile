@@ -52,12 +52,13 @@ book: data book-html
 quick-test: venv
 	$(PY) -m pytest -q -m "not slow and not browser" tests
 
-# Every unit test, slow ones included (reproduce: chapters 1-2 only; nbval runs them all).
+# Every unit test, slow ones included (the reproduce command runs chapter 2 and small
+# notebooks of its own; nbval is the one run of every chapter).
 unit-test: venv data
 	$(PY) -m pytest -q --durations=15 -m "not browser" tests
 
 reproduce-test: venv data
-	$(PY) -m pytest -q tests/test_reproduce_smoke.py
+	$(PY) -m pytest -q tests/test_reproduce.py
 
 # Strict nbval is the one run of every chapter in `make test`, on a second copy of
 # CIFAR-10 that differs from the one that produced the stored outputs (records
@@ -71,7 +72,7 @@ nbval: venv data $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batch
 	rm -rf runs/nbval-metrics
 	MSRESNET_DATA_DIR=$(NBVAL_DATA) MSRESNET_METRICS_DIR=$(CURDIR)/runs/nbval-metrics \
 	  $(PY) -m pytest -q $(NBVAL) $(NOTEBOOKS)
-	$(PY) -m pytest -q tests/test_reproduce_smoke.py -k recorded_its_metrics_under_nbval
+	$(PY) -m pytest -q tests/test_chapter_metrics.py
 
 browser-test: system-deps book-html
 	$(PY) -m pytest -q -m browser tests

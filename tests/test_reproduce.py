@@ -2,8 +2,9 @@
 
 Fast: bad parameters stop the command before anything runs, the real chapter run
 here is chapter 2 (no MindSpore operator, seconds), and the other runs use tiny
-notebooks written into a temporary folder (``--notebooks``). The whole book under
-the smoke profile is tests/test_reproduce_smoke.py.
+notebooks written into a temporary folder (``--notebooks``). Every chapter runs in
+the test command under strict nbval, which records their metrics for
+tests/test_chapter_metrics.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,51 @@
+"""Every chapter records the key figures that reproductions and the results page read.
+
+``python -m msresnet.reproduce`` collects what each chapter records with
+:func:`msresnet.notebook.record_metrics`; ``report.md`` and the results page show
+those numbers. Strict nbval is the run that executes every chapter in the test
+command, and ``make nbval`` runs it with ``MSRESNET_METRICS_DIR`` set to
+``runs/nbval-metrics``, then this test. (The reproduce command itself is tested on
+chapter 2 and on small notebooks of its own in ``tests/test_reproduce.py``, so no
+chapter runs twice in the test command.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from msresnet.paths import REPO_ROOT
+from msresnet.reproduce import chapters
+
+# The figures each chapter records with record_metrics (at least these keys).
+EXPECTED_METRICS = {
+    "01_dataset": {"train_records", "test_records", "pipeline_images_per_second"},
+    "02_config_lr": {"total_steps", "peak_lr", "final_lr"},
+    "03_model": {"parameters", "macs_per_image", "train_images_per_second"},
+    "04_train_eval": {"final_train_loss", "best_top1", "best_epoch", "train_images_per_second",
+                      "train_seconds"},
+    "05_checkpoint_sweep": {"best_top1", "best_top5", "last_top1", "checkpoints",
+                            "seconds_per_checkpoint"},
+    "06_obs_staging": {"archive_upload_mb_per_s", "folder_upload_mb_per_s",
+                       "job_uploaded_files"},
+    "07_data_parallel": {"workers", "identical_weight_tensors", "images_shared_between_ranks",
+                         "max_epoch_loss_difference_1x64_vs_2x32", "images_per_second_1_worker",
+                         "images_per_second_data_parallel"},
+}
+NBVAL_METRICS = REPO_ROOT / "runs" / "nbval-metrics"
+
+
+def test_every_chapter_is_listed_here():
+    assert {chapter.name for chapter in chapters()} == set(EXPECTED_METRICS), \
+        "a chapter was added or renamed: list the metrics it records"
+
+
+@pytest.mark.skipif(not NBVAL_METRICS.is_dir(), reason="run by make nbval after the notebooks")
+def test_every_chapter_recorded_its_metrics_under_nbval():
+    for name, keys in EXPECTED_METRICS.items():
+        path = NBVAL_METRICS / f"{name}.json"
+        assert path.is_file(), f"{name} recorded no metrics under nbval"
+        recorded = json.loads(path.read_text())
+        assert keys <= set(recorded), f"{name} did not record {sorted(keys - set(recorded))}"
+        assert all(isinstance(v, (int, float)) for v in recorded.values()), name
