@@ -20,6 +20,11 @@ of the user's and the chapter is not rewritten while the test runs.
 repository (the outputs it stores change), runs the documented ``make restore``
 there and checks that the chapter is byte-identical to the committed one and passes
 strict nbval again. The real ``notebooks/`` is never modified.
+
+``test_book_page_downloads_the_chapter_notebook`` opens the built chapter page and
+saves its ``.ipynb`` from the download menu, with the server sending ``.ipynb`` as
+``application/json`` (as many static hosts do: without ``_static/ipynb-download.js``
+the browser then shows the JSON in a tab and nothing is saved).
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ import functools
 import hashlib
 import http.server
 import json
-import os
 import re
 import shutil
 import signal
@@ -37,12 +41,15 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import psutil
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 import browser_check
@@ -152,8 +159,6 @@ def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home):
         assert "make restore" in text
         assert "token=" in url and server.token  # token authentication is on
         # Without the token the API refuses (the URL's token is what logs a reader in).
-        import urllib.error
-        import urllib.request
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/sessions", timeout=30)
         assert refused.value.code == 403
@@ -166,10 +171,16 @@ def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home):
                 page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-CodeCell",
                                        timeout=PAGE_S)
                 # The kernel the reader sees selected, and that it comes up.
-                page.wait_for_function(
-                    """name => { const e = document.querySelector('.jp-NotebookPanel-toolbar '
-                         + '.jp-Toolbar-kernelName'); return e && e.textContent.trim() === name; }""",
-                    arg=lab.display_name(), timeout=PAGE_S)
+                kernel_name = page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")
+                try:
+                    page.wait_for_function(
+                        """name => { const e = document.querySelector('.jp-NotebookPanel-toolbar '
+                             + '.jp-Toolbar-kernelName');
+                             return e && e.textContent.trim() === name; }""",
+                        arg=lab.display_name(), timeout=PAGE_S)
+                except PlaywrightTimeout:
+                    pytest.fail(f"the notebook shows kernel {kernel_name.inner_text()!r}, "
+                                f"not {lab.display_name()!r}")
                 page.wait_for_function(
                     """() => { const e = document.querySelector('.jp-NotebookPanel-toolbar '
                          + '.jp-Notebook-ExecutionIndicator');
@@ -290,7 +301,6 @@ def test_book_page_downloads_the_chapter_notebook(tmp_path):
 
 
 def _get(server: lab.Server, path: str) -> str:
-    import urllib.request
     request = urllib.request.Request(f"http://127.0.0.1:{server.port}{path}",
                                      headers={"Authorization": f"token {server.token}"})
     with urllib.request.urlopen(request, timeout=60) as response:
