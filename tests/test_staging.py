@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from unittest import mock
 
 import fsspec
 import pytest
@@ -449,13 +450,20 @@ def moxing(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(FAKE_MOXING))
     monkeypatch.setenv("FAKE_MOXING_ROOT", str(tmp_path / "store"))
     monkeypatch.delenv("MSRESNET_STAGING_BACKEND", raising=False)
-    for name in [m for m in sys.modules if m == "moxing" or m.startswith("moxing.")]:
-        monkeypatch.delitem(sys.modules, name)
+    _forget_moxing()
     import moxing as fake
 
     fake.file.CALLS.clear()
-    yield fake.file
-    os.environ.update(saved)
+    try:
+        yield fake.file
+    finally:
+        _forget_moxing()  # later tests must not find the stand-in imported
+        os.environ.update(saved)
+
+
+def _forget_moxing() -> None:
+    for name in [m for m in sys.modules if m == "moxing" or m.startswith("moxing.")]:
+        del sys.modules[name]
 
 
 def test_moxing_is_used_when_importable(tmp_path, moxing):
@@ -510,9 +518,13 @@ def test_backend_can_be_forced(moxing, monkeypatch):
     with pytest.raises(staging.ConfigurationError, match="MSRESNET_STAGING_BACKEND"):
         staging.backend()
     monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "moxing")
-    monkeypatch.setitem(sys.modules, "moxing", None)  # import fails, as off ModelArts
-    with pytest.raises(staging.ConfigurationError, match="import moxing"):
-        staging.backend()
+    with mock.patch.dict(sys.modules, {"moxing": None}):  # import fails, as off ModelArts
+        with pytest.raises(staging.ConfigurationError, match="import moxing"):
+            staging.backend()
+
+
+def test_no_moxing_is_left_importable_after_the_moxing_tests():
+    assert "moxing" not in sys.modules and staging.backend() == "open"
 
 
 def test_moxing_path_needs_neither_credentials_nor_s3fs(tmp_path):
