@@ -100,8 +100,9 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
     if data_dir and "data_dir" not in given:
         # The variable replaces the profile's default (relative: to the repository root,
         # like the profiles' paths); an explicit data_dir parameter still wins.
-        overrides = Overrides({**overrides, "data_dir": data_dir},
-                              source=f"notebook parameters and ${DATA_DIR_VARIABLE}")
+        # (A folder name cannot fail the config's checks, so errors still name the
+        # parameters as their source.)
+        overrides = Overrides({**overrides, "data_dir": data_dir}, source=overrides.source)
     config = load_config(profile, overrides)
     for field in PATH_FIELDS:
         value = getattr(config, field)
