@@ -38,7 +38,7 @@ import numpy as np
 from mindspore.train import Callback, CheckpointConfig
 from tqdm import tqdm
 
-from msresnet.atomic import write_json, write_text
+from msresnet.atomic import copy_file, write_json, write_text
 from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, prune_checkpoints,
                                   save_atomic)
 
@@ -257,18 +257,28 @@ class AtomicCheckpoint(_StepCounter):
 class BestCheckpoint(_StepCounter):
     """``best.ckpt`` and ``best.json`` whenever validation top-1 improves.
 
-    The record names the epoch, global step, top-1, top-5, loss and the periodic
+    The record names the epoch, global step, top-1, top-5, loss, the periodic
     checkpoint saved at the same epoch (``source``, or null when that epoch had
-    none). An existing ``best.json`` (a resumed run) sets the bar to beat, so a
-    resumed run never replaces a better earlier model with a worse one.
+    none) and the validation images (``evaluated_on``, from
+    :func:`msresnet.cifar10.evaluation_images`), so that a later selection can tell
+    whether it scored the same images. An existing ``best.json`` (a resumed run)
+    sets the bar to beat when it was chosen on the same images, so a resumed run
+    never replaces a better earlier model with a worse one; one chosen on other
+    images is no bar (its top-1 measures something else) and is kept as
+    ``best.previous.json``/``.ckpt`` when replaced.
     """
 
     def __init__(self, directory: str | os.PathLike[str], step_offset: int = 0,
-                 checkpoints: AtomicCheckpoint | None = None) -> None:
+                 checkpoints: AtomicCheckpoint | None = None,
+                 evaluated_on: Mapping[str, Any] | None = None) -> None:
         super().__init__(step_offset)
         self.directory = Path(directory)
         self.checkpoints = checkpoints
+        self.evaluated_on = dict(evaluated_on) if evaluated_on else None
         self.best: dict[str, Any] | None = read_best(self.directory)
+        self._keep_previous = False
+        if self.best is not None and self.best.get("evaluated_on") != self.evaluated_on:
+            self.best, self._keep_previous = None, True
 
     @property
     def best_top1(self) -> float:
@@ -286,12 +296,30 @@ class BestCheckpoint(_StepCounter):
         record = {"epoch": epoch, "step": self.global_step(cb_params),
                   "top1": _rounded(metrics["top1"]), "top5": _rounded(metrics["top5"]),
                   "loss": _rounded(metrics["loss"]), "source": source,
-                  "selected_by": "validation during training"}
+                  "selected_by": "validation during training", "evaluated_on": self.evaluated_on}
+        if self._keep_previous:
+            keep_previous_best(self.directory)
+            self._keep_previous = False
         save_atomic(cb_params.network, self.directory / BEST_CKPT,
                     {"epoch_num": epoch, "step_num": record["step"]})
         write_json(self.directory / BEST_JSON, record)
         self.best = record
         log.info("new best top-1 %.4f at epoch %s -> %s", metrics["top1"], epoch, BEST_CKPT)
+
+
+def keep_previous_best(directory: str | os.PathLike[str]) -> list[Path]:
+    """Copy ``best.json``/``best.ckpt`` to ``best.previous.*`` before they are replaced.
+
+    A selection replaced by one made on other data (or by an explicit choice)
+    stays beside it, so nothing is lost by replacing it. Returns the copies made.
+    """
+    directory = Path(directory)
+    kept = []
+    for name in (BEST_JSON, BEST_CKPT):
+        if (directory / name).is_file():
+            target = directory / name.replace("best.", "best.previous.", 1)
+            kept.append(copy_file(directory / name, target))
+    return kept
 
 
 def read_best(directory: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ Record layout (per file, repeated): 1 label byte (0-9), then 1,024 red,
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -63,6 +64,12 @@ META_FILE = "batches.meta.txt"
 REQUIRED_FILES = (META_FILE, *TRAIN_FILES, *TEST_FILES)
 OPTIONAL_FILES = ("readme.html",)
 FOLDER_NAME = "cifar-10-batches-bin"
+# MindSpore's Cifar10Dataset reads every .bin as exactly 10,000 records (the C++ reader,
+# minddata/dataset/engine/datasetops/source/cifar_op.cc, kCifar10RecordsPerFile). Measured
+# with 9,000 records per file: get_dataset_size() says 50000, then iterating fails with
+# "Invalid cifar10 file ... re-download dataset". So validate() requires it, and the
+# unit tests' tiny fake folders set it to None (any whole number of records) for their run.
+RECORDS_PER_FILE: int | None = 10_000
 MARKER_NAME = ".prepared.json"
 # The official members are 30.7 MB; anything far bigger is not CIFAR-10 (or is a zip bomb).
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
@@ -125,20 +132,32 @@ def check_bin(path: str | os.PathLike[str]) -> int:
 
 
 def check_meta(path: str | os.PathLike[str]) -> None:
-    """Check that ``batches.meta.txt`` lists the ten class names in order."""
+    """Check that ``batches.meta.txt`` lists CIFAR-10's ten class names in order.
+
+    The book trains CIFAR-10 itself: its figures, per-class tables and chapters name
+    these classes, so a reader's own 10-class data in the same layout is refused
+    here, naming the first name that differs, rather than trained under wrong names.
+    """
     path = Path(path)
     names = tuple(line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip())
-    if names != CLASSES:
-        raise DatasetError(f"{path.name}: expected the class names {', '.join(CLASSES)};"
-                           f" found {', '.join(names) or 'nothing'}")
+    if names == CLASSES:
+        return
+    expected = f"the book trains CIFAR-10's classes {', '.join(CLASSES)}"
+    for index, (found, wanted) in enumerate(zip(names, CLASSES)):
+        if found != wanted:
+            raise DatasetError(f"{path.name}: class {index} is {found!r}, expected {wanted!r}"
+                               f" ({expected})")
+    raise DatasetError(f"{path.name}: {len(names)} class names, expected {len(CLASSES)}"
+                       f" ({expected})")
 
 
 def validate(folder: str | os.PathLike[str]) -> dict[str, int]:
     """Check a ``cifar-10-batches-bin`` folder; return the record count of each ``.bin``.
 
-    Every file must be present, every ``.bin`` whole records with labels 0-9.
-    The counts are not required to be 10,000 (small test fixtures pass), so
-    callers that need the full dataset compare the totals themselves.
+    Every file must be present, every ``.bin`` whole records with labels 0-9, and
+    then (after every file is known to be whole) exactly :data:`RECORDS_PER_FILE`
+    records, because MindSpore's reader fails on anything else with a misleading
+    "re-download" message. A cut that ends on a record boundary is caught here.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -147,7 +166,13 @@ def validate(folder: str | os.PathLike[str]) -> dict[str, int]:
     if missing:
         raise DatasetError(f"missing {', '.join(missing)} in {folder}")
     check_meta(folder / META_FILE)
-    return {name: check_bin(folder / name) for name in (*TRAIN_FILES, *TEST_FILES)}
+    counts = {name: check_bin(folder / name) for name in (*TRAIN_FILES, *TEST_FILES)}
+    required = RECORDS_PER_FILE  # read at call time: the unit tests change it
+    for name, count in counts.items():
+        if required is not None and count != required:
+            raise DatasetError(f"{name}: {count} records, MindSpore's Cifar10Dataset needs exactly"
+                               f" {required} per file (a cut, or other data in the CIFAR-10 layout?)")
+    return counts
 
 
 def split_counts(counts: dict[str, int]) -> tuple[int, int]:
@@ -277,7 +302,20 @@ def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
     if ready is not None:  # the fast path, without taking the lock
         return done("already prepared", _recorded(ready), ready["records"], ready.get("source", source_text))
 
+    created_root = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        return _prepare_locked(source_text, root, dest, md5, progress, done)
+    except BaseException:
+        if created_root:  # a failure leaves no empty data root it made (rmdir: only if empty)
+            with contextlib.suppress(OSError):
+                root.rmdir()
+        raise
+
+
+def _prepare_locked(source_text: str, root: Path, dest: Path, md5: str | None, progress: bool,
+                    done: Callable[..., Prepared]) -> Prepared:
+    """The part of :func:`prepare_dataset` that writes into ``root``, under its lock."""
     with _lock(root):
         _remove_partials(root)
         ready = _ready_marker(dest)
@@ -292,7 +330,8 @@ def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
                 log.warning("could not write %s: %s", dest / MARKER_NAME, err)
             return done("validated existing folder", checksum, records, "existing folder")
 
-        if _is_url(source_text):
+        downloaded = _is_url(source_text)
+        if downloaded:
             archive, checksum, actual = _fetch(source_text, root, md5, progress)
             action = "downloaded and extracted"
         else:
@@ -310,8 +349,16 @@ def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
             checksum, actual = _check_local(path, md5)
             action = "extracted"
 
-        records = _install(dest, lambda tmp: extract_archive(archive, tmp),
-                           source=source_text, checksum=checksum, md5=actual)
+        try:
+            records = _install(dest, lambda tmp: extract_archive(archive, tmp),
+                               source=source_text, checksum=checksum, md5=actual)
+        except DatasetError as err:
+            if not downloaded:
+                raise  # the reader's own file: reported, never deleted
+            # Our download is unusable: reused as it is, every rerun would fail the same way.
+            archive.unlink(missing_ok=True)
+            raise DatasetError(f"{err} (downloaded from {source_text}; removed {archive},"
+                               " the next run downloads it again)") from err
         return done(action, checksum, records)
 
 
@@ -421,33 +468,94 @@ def _remove_partials(root: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+LOCK_NAME = f".{FOLDER_NAME}.lock"
+
+
 @contextlib.contextmanager
 def _lock(root: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``root/.cifar-10-batches-bin.lock`` (POSIX; no-op elsewhere).
 
     Every rank of a distributed job may call prepare at once; the lock makes one
-    extract while the others wait and then take the fast path.
+    extract while the others wait and then take the fast path. The lock file is
+    deleted when released, however the block ends, so the data root keeps only the
+    dataset. That is safe because a waiter that wakes up holding the lock of a file
+    already deleted (its path now missing or another file) drops it and locks again.
     """
     try:
         import fcntl
     except ImportError:  # Windows: no lock
         yield
         return
-    try:
-        handle = open(root / f".{FOLDER_NAME}.lock", "a")
-    except OSError:  # a read-only dataset mount: nothing will be written there anyway
-        yield
-        return
-    with handle:
+    path = root / LOCK_NAME
+    while True:
+        try:
+            handle = open(path, "a")
+        except OSError:  # a read-only dataset mount: nothing will be written there anyway
+            yield
+            return
         fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(handle.fileno()).st_ino:
+            break
+        handle.close()  # the holder before us deleted that file: lock the new one
+    with handle:
         try:
             yield
         finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- identity
+
+def evaluation_images(folder: str | os.PathLike[str], count: int | None = None) -> dict[str, object]:
+    """Which test images an evaluation scores: the first ``count`` records of the test file.
+
+    The evaluation pipeline reads ``test_batch.bin`` in file order, so the first
+    ``count`` records (all 10,000 when None) *are* the images scored. Their SHA-256
+    says exactly which images those were: two copies of CIFAR-10 (the official
+    archive, a mirror, a reader's own data) give different hashes, and a selection
+    recorded with this identity can be checked before it is replaced
+    (:func:`msresnet.sweep.promote_best`). Reading 30 MB costs about 0.1 s.
+    """
+    path = Path(folder) / TEST_FILES[0]
+    total = record_count(path)
+    images = total if count is None else min(int(count), total)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        remaining = images * RECORD_BYTES
+        while remaining:
+            block = handle.read(min(remaining, 1 << 22))
+            if not block:
+                break
+            digest.update(block)
+            remaining -= len(block)
+    return {"split": "test", "images": images, "sha256": digest.hexdigest(),
+            "folder": str(Path(folder).resolve())}
+
+
+def same_images_as(recorded: dict[str, object], current: dict[str, object]) -> bool:
+    """True when ``current`` scores the images ``recorded`` scored, and maybe more.
+
+    Both are :func:`evaluation_images` records. The recorded images must be the
+    first ``recorded['images']`` records of ``current``'s test file, byte for byte.
+    """
+    try:
+        images = int(recorded["images"])  # type: ignore[arg-type]
+        if recorded.get("split") != current.get("split") or images > int(current["images"]):  # type: ignore[arg-type]
+            return False
+        return evaluation_images(str(current["folder"]), images)["sha256"] == recorded["sha256"]
+    except (KeyError, TypeError, ValueError, OSError):
+        return False
 
 
 __all__ = [
     "CLASSES", "DatasetError", "DownloadError", "FOLDER_NAME", "MARKER_NAME", "MINDSPORE_MIRROR_URL",
     "OFFICIAL_MD5", "OFFICIAL_URL", "Prepared", "RECORD_BYTES", "TEST_FILES", "TRAIN_FILES",
     "prepare_dataset", "read_records", "validate", "split_counts", "extract_archive",
+    "evaluation_images", "same_images_as",
 ]

@@ -29,13 +29,14 @@ import difflib
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,28 @@ def write_report(out: Path, run: Mapping[str, Any]) -> Path:
     return path
 
 
+class _CheckedNames(logging.Filter):
+    """Drop papermill's "Passed unknown parameter: NAME" for names this command checked.
+
+    Papermill warns about every injected name that a notebook's parameters cell does
+    not list, as a guard against typos. This command has already checked every name
+    (:func:`typed_parameters`: a config key, which each chapter's ParameterGuard
+    accepts and uses, or a parameter a selected chapter declares), and it passes
+    config keys to every chapter so that all chapters see the run's settings; for
+    those names the warning is wrong, so it is not shown. Any other warning stays.
+    """
+
+    PREFIX = "Passed unknown parameter: "
+
+    def __init__(self, names: Iterable[str]) -> None:
+        super().__init__()
+        self.names = set(names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(self.PREFIX) and message[len(self.PREFIX):] in self.names)
+
+
 def run_chapter(chapter: Chapter, params: dict[str, Any], out: Path) -> dict[str, Any]:
     """Execute one notebook with papermill; the executed copy is saved even on failure."""
     import papermill
@@ -252,6 +275,8 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], out: Path) -> dict[str
     started, t0 = now(), time.perf_counter()
     entry: dict[str, Any] = {"name": chapter.name, "output": output.name, "started": started,
                              "params_hash": params_hash(params), "parameters": params}
+    checked = _CheckedNames(params)
+    logging.getLogger("papermill").addFilter(checked)
     try:
         papermill.execute_notebook(str(chapter.path), str(output),
                                    parameters=papermill_values(params),
@@ -268,6 +293,8 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], out: Path) -> dict[str
         entry["status"] = "failed"
         entry["error"] = (f"{chapter.path.name} did not run to the end: "
                           f"{type(exc).__name__}: {exc}; see {output}")
+    finally:
+        logging.getLogger("papermill").removeFilter(checked)
     entry["finished"] = now()
     entry["seconds"] = round(time.perf_counter() - t0, 2)
     entry["metrics"] = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
@@ -400,4 +427,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from msresnet import cli
+    sys.exit(cli.run(main, prog="python -m msresnet.reproduce"))

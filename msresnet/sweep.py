@@ -17,6 +17,7 @@ goes on, because one bad file should not hide the other epochs' results.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import os
 import time
@@ -62,6 +63,10 @@ class SweepResult:
     records: list[SweepRecord]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     samples: int | None = None
+    # Which images were scored (msresnet.cifar10.evaluation_images), and the settings
+    # the sweep used that differ from the run's recording: {key: [recorded, used]}.
+    evaluated_on: dict[str, Any] | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> SweepRecord | None:
@@ -124,35 +129,53 @@ class CheckpointEvaluator:
         self.model = Model(net, loss_fn=self.loss_fn, metrics=make_metrics())
         self.loaded: Path | None = None
         self.config: Any = None  # the run's Config when built by for_run
+        self.evaluated_on: dict[str, Any] | None = None  # set by for_run
+        self.overrides: dict[str, Any] = {}  # {key: [recorded, used]}, set by for_run
 
     @classmethod
-    def for_run(cls, run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str],
+    def for_run(cls, run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
                 eval_samples: int | None = None, batch_size: int | None = None,
                 ) -> CheckpointEvaluator:
         """Build ResNet50 and the test pipeline as the run's ``config.yaml`` describes.
 
-        ``data_dir`` (the folder that contains ``cifar-10-batches-bin``) is given
-        explicitly because the run's own may be relative to another working directory.
-        ``eval_samples``: the first N test images (None: all 10,000).
+        The run's recording decides everything that must match its checkpoints or its
+        data: stem, image size, number of classes, and the data folder. ``data_dir``
+        (the folder that contains ``cifar-10-batches-bin``) overrides the recorded
+        folder only when given; a folder other than the recorded one is reported
+        (a warning, and ``overrides`` in the evaluator and in ``sweep.json``), never
+        silently used. ``eval_samples``: the first N test images (None: all 10,000).
         """
-        from msresnet.config import load_config
+        from msresnet.cifar10 import evaluation_images
+        from msresnet.factories import dataset_folder, make_loss, set_context
         from msresnet.model import resnet50
         from msresnet.pipeline import create_dataset
-        from msresnet.factories import dataset_folder, make_loss, set_context
-        from msresnet.train import CONFIG_FILE
+        from msresnet.train import CONFIG_FILE, config_differences, recorded_config
 
         config_path = Path(run_dir) / CONFIG_FILE
-        if not config_path.is_file():
+        recorded = recorded_config(run_dir)
+        if recorded is None:
             raise FileNotFoundError(f"{config_path} not found: is {run_dir} a training run folder?")
-        config = load_config(config_path, {"data_dir": str(data_dir), "resume_from": None})
+        config = dataclasses.replace(recorded, resume_from=None)
+        if data_dir is not None:
+            config = dataclasses.replace(config, data_dir=str(data_dir))
+        overrides = {key: list(pair) for key, pair in
+                     config_differences(recorded, config, ("resume_from",)).items()}
+        folder = dataset_folder(config.data_dir)
+        if not folder.is_dir():
+            where = "given with --data_dir" if data_dir is not None else f"recorded in {config_path}"
+            raise FileNotFoundError(f"the data folder {folder} ({where}) does not exist; "
+                                    "pass the folder that holds cifar-10-batches-bin with --data_dir")
+        for key, (old, new) in overrides.items():
+            log.warning("evaluating with %s=%s, but %s recorded %s", key, new, config_path, old)
         set_context(config)
         net = resnet50(num_classes=config.num_classes, stem=config.stem)
-        dataset = create_dataset(dataset_folder(config.data_dir), "test",
-                                 batch_size or config.batch_size, training=False,
+        dataset = create_dataset(folder, "test", batch_size or config.batch_size, training=False,
                                  image_size=config.image_size, num_samples=eval_samples,
                                  num_workers=config.num_workers)
         evaluator = cls(net, dataset, make_loss(config))
         evaluator.config = config
+        evaluator.evaluated_on = evaluation_images(folder, eval_samples)
+        evaluator.overrides = overrides
         return evaluator
 
     def load(self, path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -212,7 +235,7 @@ def sweep(folder: str | os.PathLike[str], evaluator: CheckpointEvaluator,
             record.epoch, record.step = item.epoch, item.step
         records.append(record)
     samples = _dataset_rows(evaluator.dataset)
-    return SweepResult(records, skipped, samples)
+    return SweepResult(records, skipped, samples, evaluator.evaluated_on, dict(evaluator.overrides))
 
 
 def _dataset_rows(dataset: Any) -> int | None:
@@ -231,18 +254,47 @@ def _dataset_rows(dataset: Any) -> int | None:
         return None
 
 
+class SelectionError(ValueError):
+    """A best checkpoint that a new selection must not silently replace."""
+
+
 def promote_best(folder: str | os.PathLike[str], record: SweepRecord,
-                 selected_by: str = "checkpoint sweep") -> dict[str, Any]:
+                 selected_by: str = "checkpoint sweep",
+                 evaluated_on: dict[str, Any] | None = None, *, replace: bool = False,
+                 ) -> dict[str, Any]:
     """Copy the chosen checkpoint to ``best.ckpt`` and write ``best.json`` (both atomically).
 
-    Replaces what training's best-checkpoint callback wrote: the sweep's choice was
-    made on the sweep's data, which may be larger than the validation subset.
+    ``evaluated_on`` (:func:`msresnet.cifar10.evaluation_images`, e.g. the sweep
+    result's) names the images the choice was made on. An existing selection is
+    replaced only when it was made on the same images (these may be more: all 10,000
+    test images where training validated on the first 512), because a choice made
+    on other data (another copy of CIFAR-10, a wrong folder) is not a better choice,
+    only a different one. Otherwise :class:`SelectionError` says why, unless
+    ``replace`` (the sweep's ``--replace-best``). The replaced selection is kept as
+    ``best.previous.json``/``best.previous.ckpt``.
     """
+    from msresnet.callbacks import keep_previous_best, read_best
+    from msresnet.cifar10 import same_images_as
+
     folder = Path(folder)
+    current = read_best(folder)
+    if current is not None and not replace:
+        before = current.get("evaluated_on")
+        if not before or not evaluated_on or not same_images_as(before, evaluated_on):
+            def describe(on: dict[str, Any] | None) -> str:
+                if not on:
+                    return "images it did not record"
+                return f"{on['images']} {on['split']} images of {on['folder']} (sha256 {str(on['sha256'])[:12]})"
+            raise SelectionError(
+                f"{folder / BEST_JSON} was selected on {describe(before)}; this selection was "
+                f"made on {describe(evaluated_on)}, which do not include them: best.json and "
+                "best.ckpt are left as they are (pass --replace-best to replace them anyway)")
+    if current is not None:
+        keep_previous_best(folder)
     copy_file(folder / record.file, folder / BEST_CKPT)
     best = {"epoch": record.epoch, "step": record.step, "top1": round(record.top1, 6),
             "top5": round(record.top5, 6), "loss": round(record.loss, 6),
-            "source": record.file, "selected_by": selected_by}
+            "source": record.file, "selected_by": selected_by, "evaluated_on": evaluated_on}
     write_json(folder / BEST_JSON, best)
     return best
 
@@ -278,11 +330,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m msresnet.sweep",
                                      description="Evaluate every checkpoint of a training run.")
     parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
-    parser.add_argument("--data_dir", default="data", help="folder containing cifar-10-batches-bin")
+    parser.add_argument("--data_dir", default=None,
+                        help="folder containing cifar-10-batches-bin (default: the run's own, "
+                             "from its config.yaml)")
     parser.add_argument("--eval_samples", default="null",
                         help="first N test images per checkpoint; null: all 10,000")
     parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
     parser.add_argument("--no-promote", action="store_true", help="do not write best.ckpt/best.json")
+    parser.add_argument("--replace-best", action="store_true",
+                        help="replace best.ckpt/best.json even when they were selected on "
+                             "other images (they are kept as best.previous.*)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -292,21 +349,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(result.rows()))
     folder = Path(args.run_dir)
     result.write_csv(folder / SWEEP_CSV)
-    payload = {"samples": result.samples, "records": [r.to_dict() for r in result.records],
-               "skipped": [{"file": f, "reason": why} for f, why in result.skipped]}
+    payload: dict[str, Any] = {
+        "samples": result.samples, "evaluated_on": result.evaluated_on,
+        "overrides": result.overrides, "records": [r.to_dict() for r in result.records],
+        "skipped": [{"file": f, "reason": why} for f, why in result.skipped]}
+    refused = None
     if result.best is not None:
         payload["best"] = result.best.to_dict()
         if not args.no_promote:
-            payload["promoted"] = promote_best(
-                folder, result.best, f"checkpoint sweep on {result.samples} test images")
+            try:
+                payload["promoted"] = promote_best(
+                    folder, result.best, f"checkpoint sweep on {result.samples} test images",
+                    result.evaluated_on, replace=args.replace_best)
+            except SelectionError as err:
+                refused = err
+                payload["not_promoted"] = str(err)
     write_json(folder / SWEEP_JSON, payload)
     print(json.dumps(payload.get("best")))
+    if refused is not None:
+        raise refused
     return 0 if result.records else 1
 
 
 __all__ = ["SweepRecord", "SweepResult", "CheckpointEvaluator", "sweep", "select_best",
-           "promote_best", "confusion_matrix", "per_class_accuracy", "format_table", "main"]
+           "promote_best", "SelectionError", "confusion_matrix", "per_class_accuracy", "format_table", "main"]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from msresnet import cli
+    raise SystemExit(cli.run(main, prog="python -m msresnet.sweep"))

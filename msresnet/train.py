@@ -66,8 +66,9 @@ from msresnet.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoin
                                   latest_checkpoint, list_checkpoints, read_checkpoint)
 from msresnet.config import Config, ConfigError, load_config, parse_overrides
 from msresnet.distributed import DUMP_VARIABLE, init_if_launched, rank_info
-from msresnet.factories import (TrainError, make_datasets, make_model, set_context,
-                                uses_mixed_precision)
+from msresnet.cifar10 import evaluation_images
+from msresnet.factories import (TrainError, dataset_folder, make_datasets, make_model,
+                                set_context, uses_mixed_precision)
 
 log = logging.getLogger("msresnet.train")
 
@@ -112,6 +113,38 @@ def resolve_resume(config: Config, output_dir: Path) -> Path | None:
     if not path.is_file():
         raise TrainError(f"resume_from: checkpoint not found: {choice}")
     return path
+
+
+# Keys that may differ between a run's recording and the command that resumes it
+# without changing what the run trains on.
+RESUME_FREE_KEYS = ("resume_from", "output_dir", "epoch_size", "num_workers")
+
+
+def recorded_config(run_dir: str | os.PathLike[str]) -> Config | None:
+    """The configuration a run recorded in its ``config.yaml``, or None when it has none."""
+    path = Path(run_dir) / CONFIG_FILE
+    return load_config(path) if path.is_file() else None
+
+
+def config_differences(recorded: Config, current: Config,
+                       ignore: Sequence[str] = ()) -> dict[str, tuple[Any, Any]]:
+    """``{key: (recorded, current)}`` for the keys whose values differ.
+
+    ``data_dir`` is compared as the folder it names (a relative path recorded from
+    another working directory can name the same folder).
+    """
+    differences = {}
+    for key, old in recorded.to_dict().items():
+        new = getattr(current, key)
+        if key in ignore:
+            continue
+        if key == "data_dir":
+            same = os.path.realpath(old) == os.path.realpath(new)
+        else:
+            same = old == new
+        if not same:
+            differences[key] = (old, new)
+    return differences
 
 
 def restore(path: Path, net: nn.Cell, optimizer: nn.Optimizer, steps_per_epoch: int) -> int:
@@ -159,6 +192,8 @@ class TrainResult:
     resumed_from: str | None = None
     first_step_seconds: float | None = None  # includes graph compilation
     checkpoints: list[str] = field(default_factory=list)
+    # Settings that differ from the run's recorded config.yaml on resume: {key: [recorded, now]}
+    changed_on_resume: dict[str, Any] = field(default_factory=dict)
 
     @property
     def final_loss(self) -> float | None:
@@ -254,6 +289,14 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
     if rank.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
 
+    changed: dict[str, tuple[Any, Any]] = {}
+    if resume_path is not None and (recorded := recorded_config(output_dir)) is not None:
+        # Said, not refused: a longer run (epoch_size) is the usual reason to resume.
+        changed = config_differences(recorded, config, RESUME_FREE_KEYS)
+        for key, (old, new) in changed.items():
+            log.warning("resuming with %s=%r, but %s recorded %r", key, new,
+                        output_dir / CONFIG_FILE, old)
+
     train_ds, eval_ds = make_datasets(config, rank)
     steps_per_epoch = train_ds.get_dataset_size()
     if steps_per_epoch == 0:
@@ -270,7 +313,10 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
     handler = _attach_log_file(output_dir) if rank.is_main else None
     try:
         if rank.is_main:
-            write_text(output_dir / CONFIG_FILE, config.to_yaml())
+            # The data folder as an absolute path: the sweep and other tools that take
+            # the run folder read it from here, from whatever folder they run in.
+            as_run = dataclasses.replace(config, data_dir=os.path.abspath(config.data_dir))
+            write_text(output_dir / CONFIG_FILE, as_run.to_yaml())
         log.info("profile %s on %s (%s mode, %s), %d steps/epoch x %d epochs, rank %d of %d",
                  config.profile, config.device_target, config.mode,
                  "mixed precision " + config.amp_level if uses_mixed_precision(config) else "float32",
@@ -295,7 +341,9 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
                 save_checkpoint_steps=config.save_checkpoint_epochs * steps_per_epoch,
                 keep_checkpoint_max=config.keep_checkpoint_max)
             ckpt = AtomicCheckpoint(output_dir, ckpt_config, steps_per_epoch, PREFIX, step_offset)
-            cbs += [ckpt, BestCheckpoint(output_dir, step_offset, ckpt)]
+            evaluated_on = evaluation_images(dataset_folder(config.data_dir),
+                                             config.eval_samples)
+            cbs += [ckpt, BestCheckpoint(output_dir, step_offset, ckpt, evaluated_on)]
         cbs.append(history)
         if stop_after_epoch is not None:
             cbs.append(StopAfterEpoch(stop_after_epoch))
@@ -318,7 +366,8 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
             steps_per_epoch=steps_per_epoch,
             resumed_from=resume_path.name if resume_path is not None else None,
             first_step_seconds=None if timer.seconds is None else round(timer.seconds, 3),
-            checkpoints=[c.name for c in list_checkpoints(output_dir)] if rank.is_main else [])
+            checkpoints=[c.name for c in list_checkpoints(output_dir)] if rank.is_main else [],
+            changed_on_resume={key: list(pair) for key, pair in changed.items()})
         if rank.is_main:
             write_json(output_dir / RESULT_FILE, result.to_dict())
         log.info("done: %d epochs, %d steps, %.1f s", result.epochs, result.steps, result.seconds)
@@ -401,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile, overrides, stop, progress = parse_args(argv)
         config = load_config(profile, overrides)
     except ConfigError as error:
-        print(f"error: {error}\n\n{USAGE}", file=sys.stderr)
+        print(f"{USAGE}\nerror: {error}", file=sys.stderr)  # the error last: what a shell shows
         return 2
     try:
         result = train_and_evaluate(config, stop_after_epoch=stop, progress=progress,
@@ -417,4 +466,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from msresnet import cli
+    sys.exit(cli.run(main, prog="python -m msresnet.train"))

@@ -140,3 +140,60 @@ def test_format_table_aligns_columns():
     assert lines[0] == "file            top1"
     assert lines[1] == "--------------  ----"
     assert lines[3] == "long-name.ckpt  0.25"
+
+
+# ----------------------------------------------------------------- which images chose best.json
+
+def images_folder(root, order=None):
+    """A folder whose test file holds 6 records (optionally reordered)."""
+    from msresnet.cifar10 import RECORD_BYTES, TEST_FILES
+    root.mkdir(parents=True, exist_ok=True)
+    records = np.arange(6 * RECORD_BYTES, dtype=np.int64).astype(np.uint8).reshape(6, -1)
+    records[:, 0] = np.arange(6) % 10
+    if order is not None:
+        records = records[order]
+    records.tofile(root / TEST_FILES[0])
+    return root
+
+
+def test_evaluation_images_tell_copies_and_prefixes_apart(tmp_path):
+    from msresnet.cifar10 import evaluation_images, same_images_as
+    a = images_folder(tmp_path / "a")
+    b = images_folder(tmp_path / "b", order=[1, 0, 2, 3, 4, 5])
+    first4, all6 = evaluation_images(a, 4), evaluation_images(a)
+    assert all6["images"] == 6 and first4["images"] == 4
+    assert same_images_as(first4, all6) and same_images_as(all6, all6)
+    assert not same_images_as(all6, first4)  # fewer images cannot stand for more
+    assert not same_images_as(first4, evaluation_images(b))  # another copy (record order)
+    assert same_images_as(evaluation_images(b, 2), evaluation_images(b))
+
+
+def test_promote_best_refuses_a_choice_made_on_other_images(run_dir, tmp_path):
+    from msresnet.cifar10 import evaluation_images
+    result = sw.sweep(run_dir, make_evaluator())
+    first = sw.promote_best(run_dir, result.records[0], "training",
+                            evaluation_images(images_folder(tmp_path / "a"), 4))
+    before = ((run_dir / ck.BEST_JSON).read_bytes(), (run_dir / ck.BEST_CKPT).read_bytes())
+    other = evaluation_images(images_folder(tmp_path / "b", order=[5, 4, 3, 2, 1, 0]))
+    with pytest.raises(sw.SelectionError, match="--replace-best") as error:
+        sw.promote_best(run_dir, result.records[2], "sweep", other)
+    assert "4 test images of" in str(error.value) and "6 test images of" in str(error.value)
+    assert ((run_dir / ck.BEST_JSON).read_bytes(), (run_dir / ck.BEST_CKPT).read_bytes()) == before
+    with pytest.raises(sw.SelectionError):  # a choice that does not say its images
+        sw.promote_best(run_dir, result.records[2], "sweep", None)
+
+    # Explicitly: replaced, and the earlier choice kept beside it.
+    sw.promote_best(run_dir, result.records[2], "sweep", other, replace=True)
+    assert json.loads((run_dir / "best.previous.json").read_text()) == first
+    assert (run_dir / "best.previous.ckpt").read_bytes() == before[1]
+    assert json.loads((run_dir / ck.BEST_JSON).read_text())["evaluated_on"] == other
+
+
+def test_promote_best_replaces_a_choice_made_on_a_prefix_of_the_same_images(run_dir, tmp_path):
+    from msresnet.cifar10 import evaluation_images
+    folder = images_folder(tmp_path / "a")
+    result = sw.sweep(run_dir, make_evaluator())
+    first = sw.promote_best(run_dir, result.records[0], "training", evaluation_images(folder, 4))
+    best = sw.promote_best(run_dir, result.records[1], "sweep", evaluation_images(folder))
+    assert best["source"] == result.records[1].file
+    assert json.loads((run_dir / "best.previous.json").read_text()) == first

@@ -23,7 +23,8 @@ import pytest
 from msresnet import checkpoints as ck
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
-from msresnet.train import TrainError, parse_args, train_and_evaluate, validation_epochs
+from msresnet.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
+                            validation_epochs)
 
 SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2,
          "data_dir": str(REPO_ROOT / "data")}
@@ -186,3 +187,66 @@ def test_rank_helpers_on_one_device_and_in_a_group():
     assert not worker.is_main and worker.shard_kwargs() == {"num_shards": 4, "shard_id": 1}
     assert launched_by_msrun({"MS_WORKER_NUM": "2"}) and launched_by_msrun({"RANK_SIZE": "8"})
     assert not launched_by_msrun({"MS_WORKER_NUM": "1"}) and not launched_by_msrun({})
+
+
+# ----------------------------------------------------------------- the run's own records
+
+def test_the_run_records_its_data_folder_and_validation_images(runs):
+    folder = runs["straight"].output_dir
+    recorded = recorded_config(folder)
+    assert recorded is not None and os.path.isabs(recorded.data_dir)
+    assert Path(recorded.data_dir) == REPO_ROOT / "data"
+    best = json.loads((folder / "best.json").read_text())
+    assert best["evaluated_on"]["images"] == SMALL["eval_samples"]
+    assert best["evaluated_on"]["folder"] == str(REPO_ROOT / "data" / "cifar-10-batches-bin")
+
+
+def test_resume_reports_settings_that_differ_from_the_recording(runs, tmp_path, caplog):
+    import shutil
+    folder = tmp_path / "run"
+    shutil.copytree(runs["resumed"].output_dir, folder)
+    with caplog.at_level("WARNING", logger="msresnet.train"):
+        result = train_and_evaluate("smoke", {**SMALL, "output_dir": str(folder), "lr_max": 0.05,
+                                              "resume_from": "auto"}, progress=False)
+    assert list(result.changed_on_resume) == ["lr_max"]
+    assert result.changed_on_resume["lr_max"][1] == 0.05
+    assert "resuming with lr_max=0.05" in caplog.text
+    assert json.loads((folder / "result.json").read_text())["changed_on_resume"]["lr_max"][1] == 0.05
+
+
+def sweep_cli(run_dir, cwd, *args):
+    return subprocess.run([sys.executable, "-m", "msresnet.sweep", str(run_dir),
+                           "--eval_samples", str(SMALL["eval_samples"]), *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path):
+    import shutil
+    from msresnet.cifar10 import FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES
+    run_dir = tmp_path / "run"
+    shutil.copytree(runs["straight"].output_dir, run_dir)
+    # The sweep runs where ./data is *another* copy of CIFAR-10 (test records reordered):
+    # before, the sweep took ./data and silently scored (and promoted) on it.
+    source = REPO_ROOT / "data" / FOLDER_NAME
+    other = tmp_path / "data" / FOLDER_NAME
+    other.mkdir(parents=True)
+    for name in (*TRAIN_FILES, "batches.meta.txt"):
+        (other / name).symlink_to(source / name)
+    records = np.fromfile(source / TEST_FILES[0], dtype=np.uint8).reshape(-1, RECORD_BYTES)
+    records[::-1].tofile(other / TEST_FILES[0])
+
+    proc = sweep_cli(run_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    swept = json.loads((run_dir / "sweep.json").read_text())
+    assert swept["evaluated_on"]["folder"] == str(source) and swept["overrides"] == {}
+    assert json.loads((run_dir / "best.json").read_text())["selected_by"].startswith("checkpoint")
+    assert (run_dir / "best.previous.json").is_file()  # training's choice, kept
+
+    best_before = (run_dir / "best.json").read_bytes()
+    proc = sweep_cli(run_dir, tmp_path, "--data_dir", "data")  # explicitly the other copy
+    assert proc.returncode != 0
+    assert "--replace-best" in proc.stderr and "best.json" in proc.stderr
+    assert "evaluating with data_dir=data" in proc.stdout  # the override is reported
+    swept = json.loads((run_dir / "sweep.json").read_text())
+    assert swept["overrides"]["data_dir"][1] == "data" and "not_promoted" in swept
+    assert (run_dir / "best.json").read_bytes() == best_before
