@@ -279,4 +279,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from msresnet import cli
+    sys.exit(cli.run(main, prog="python -m msresnet.bench"))

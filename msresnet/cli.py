@@ -29,8 +29,12 @@ UNEXPECTED_ERROR = 3
 
 def _is_ours(err: BaseException) -> bool:
     """Raised on purpose with a message for the reader: the book's own error classes,
-    and the operating system's (missing file, permission, full disk), which name the path."""
-    return type(err).__module__.startswith("msresnet") or isinstance(err, OSError)
+    and the operating system's (missing file, permission, full disk), which name the path.
+
+    ``__main__`` counts as the book's: under ``python -m msresnet.train`` the classes
+    defined in ``train.py`` (``TrainError``) live in the module ``__main__``."""
+    module = type(err).__module__
+    return module.startswith("msresnet") or module == "__main__" or isinstance(err, OSError)
 
 
 def _message(err: BaseException) -> str:

@@ -338,8 +338,10 @@ def run(args: JobArguments) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry: exit 0, 2 (arguments/config), 3 (staging) or 1 (training)."""
+    from msresnet.cifar10 import DatasetError
     from msresnet.config import ConfigError
 
+    prog = "python -m msresnet.job"
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parse_arguments(argv)
@@ -364,14 +366,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                              plan.upload_url.rstrip("/") + "/" + JOB_LOG)
         except staging.StagingError as error:
             log.warning("could not upload the final %s: %s", JOB_LOG, error)
-    except ConfigError as error:
+    except (ConfigError, DatasetError) as error:  # wrong config or data: the reader fixes it
         log.error("%s", error)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except staging.StagingError as error:
         log.error("staging failed: %s: %s", type(error).__name__, error)
+        print(f"{prog}: error: staging failed: {error}", file=sys.stderr)
         return EXIT_STAGING
     except Exception as error:  # noqa: BLE001 - one line in the log, details below
         log.exception("training job failed: %s", error)
+        print(f"{prog}: error: training failed: {type(error).__name__}: {error}"
+              f" (the traceback is in {plan.output_dir / JOB_LOG})", file=sys.stderr)
         return EXIT_TRAINING
     finally:
         for handler in handlers:
@@ -382,4 +388,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from msresnet import cli
+    sys.exit(cli.run(main, prog="python -m msresnet.job"))

@@ -201,7 +201,8 @@ def serve(ip: str, port: int, notebook_dir: Path = NOTEBOOK_DIR) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m msresnet.lab",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--ip", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -210,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--register-only", action="store_true",
                         help="only register the kernel, print where, and exit")
     args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:  # before anything is registered or started
+        parser.error(f"--port: {args.port} is not a TCP port (0-65535; 0: any free port)")
     if args.register_only:
         print(f'kernel "{display_name()}" ({KERNEL_NAME}) registered in {register_kernel()}')
         return 0
@@ -217,4 +220,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from msresnet import cli
+    sys.exit(cli.run(main, prog="python -m msresnet.lab"))

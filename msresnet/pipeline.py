@@ -35,7 +35,7 @@ import mindspore.dataset as ds
 import mindspore.dataset.transforms as transforms
 import mindspore.dataset.vision as vision
 
-from msresnet.cifar10 import FOLDER_NAME, DatasetError, validate
+from msresnet.cifar10 import FOLDER_NAME, REQUIRED_FILES, DatasetError, validate
 
 # Per-channel mean and std used by the MindSpore models repo (and many CIFAR-10
 # codebases). The means are the true per-channel pixel means of the training set;
@@ -97,12 +97,17 @@ def worker_count(requested: int | None = None) -> int:
 
 
 def _check_folder(dataset_dir: Path) -> None:
-    """Fail early, naming the folder or file, instead of deep inside MindSpore's C++ reader."""
+    """Fail early, naming the folder or file, instead of deep inside MindSpore's C++ reader.
+
+    Where to get the data is said only when files are missing; a wrong file is named
+    with its folder, since downloading again would not fix a reader's own files."""
     try:
         validate(dataset_dir)
     except DatasetError as err:
+        if all((dataset_dir / name).is_file() for name in REQUIRED_FILES):
+            raise DatasetError(f"{err} (in {dataset_dir})") from err
         raise DatasetError(f"{err} (create_dataset needs the extracted {FOLDER_NAME} folder;"
-                           " msresnet.cifar10.prepare makes it)") from err
+                           " the command `python -m msresnet.prepare` makes it)") from err
 
 
 def _positive(name: str, value: int | None, allow_none: bool = True) -> None:

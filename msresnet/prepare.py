@@ -9,7 +9,8 @@
 archive, :data:`msresnet.paths.LOCAL_MIRROR` with its own MD5, when it exists, and
 the official archive otherwise, and says which one it took. It prints what it did
 (source, checksum used, folder, seconds) and, on a problem, one clear line and exit
-status 1 instead of a stack trace, because it is meant for shell scripts and CI.
+status 2 instead of a stack trace (``--debug`` shows it), because it is meant for
+shell scripts and CI.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import argparse
 import os
 import sys
 
-from msresnet.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL, DatasetError, prepare_dataset
-from msresnet.download import DownloadError
+from msresnet import cli
+from msresnet.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL, prepare_dataset
 from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, LOCAL_MIRROR_MD5
 
 # Short names for the two well-known URLs, so nobody has to type the mirror's address.
 SOURCE_ALIASES = {"official": OFFICIAL_URL, "mindspore": MINDSPORE_MIRROR_URL}
 AUTO = "auto"
+PROG = "python -m msresnet.prepare"
 
 
 def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str | None]:
@@ -43,7 +45,7 @@ def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str |
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m msresnet.prepare",
+        prog=PROG,
         description="Download (or take) the CIFAR-10 binary archive, check it and extract it safely.")
     parser.add_argument("--source", default=OFFICIAL_URL,
                         help="an http(s) URL, a local .tar.gz, an extracted folder, 'official',"
@@ -60,18 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; return the exit status."""
+    """Run the command; return the exit status (errors: one line, see :mod:`msresnet.cli`)."""
+    return cli.run(_main, argv, prog=PROG)
+
+
+def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     source, md5, note = resolve_source(args.source, args.md5)
     if note:
         print(note)
     try:
         report = prepare_dataset(source, args.root, md5, progress=not args.quiet)
-    except (DatasetError, DownloadError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print("interrupted; run again to resume", file=sys.stderr)
+        print(f"{PROG}: interrupted; nothing half-done is left in {args.root}"
+              " (a partial download is kept: run again to resume)", file=sys.stderr)
         return 130
     print(report.summary())
     return 0

@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except StagingError as error:
         print(json.dumps({"pid": os.getpid(), "error": type(error).__name__,
                           "message": str(error)}))
+        print(f"python -m msresnet.sync: error: {error}", file=sys.stderr)  # for the reader
         return 1
     print(json.dumps({"pid": os.getpid(), "owner": result.owner, "copied": result.copied,
                       "skipped": result.skipped, "bytes": result.bytes,
@@ -314,4 +315,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from msresnet import cli
+    raise SystemExit(cli.run(main, prog="python -m msresnet.sync"))

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,18 @@ def leftovers(root: Path) -> list[str]:
     return sorted(p.name for p in root.glob(".*partial*"))
 
 
+def contents(folder: Path) -> list[str]:
+    """Every name in ``folder`` (hidden ones too); [] when it does not exist."""
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+@pytest.fixture(autouse=True)
+def any_record_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake files hold a few records each; the 10,000 per file that MindSpore needs
+    (cifar10.RECORDS_PER_FILE) is switched back on by the tests about it."""
+    monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", None)
+
+
 # ---------------------------------------------------------------------------- reading
 
 def test_read_records_returns_hwc_images_and_labels(tmp_path: Path) -> None:
@@ -151,7 +164,53 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 def test_wrong_class_list_is_named(tmp_path: Path) -> None:
     folder = write_folder(tmp_path / FOLDER_NAME)
     (folder / "batches.meta.txt").write_text("cat\ndog\n")
-    with pytest.raises(DatasetError, match=r"^batches\.meta\.txt: expected the class names airplane"):
+    with pytest.raises(DatasetError, match=r"^batches\.meta\.txt: class 0 is .cat., expected"
+                                           r" .airplane. \(the book trains CIFAR-10.s classes airplane,"):
+        validate(folder)
+
+
+def test_own_class_names_name_the_first_that_differs(tmp_path: Path) -> None:
+    """A reader's own 10-class data in the CIFAR-10 layout is refused, not trained under
+    CIFAR-10's names: the line names the file, the first differing name and the expected one."""
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    names = list(CLASSES)
+    names[3] = "kitten"
+    (folder / "batches.meta.txt").write_text("\n".join(names) + "\n")
+    with pytest.raises(DatasetError) as info:
+        validate(folder)
+    assert str(info.value).startswith("batches.meta.txt: class 3 is 'kitten', expected 'cat' (")
+    assert "\n" not in str(info.value)
+    (folder / "batches.meta.txt").write_text("\n".join(CLASSES[:9]) + "\n")
+    with pytest.raises(DatasetError, match=r"^batches\.meta\.txt: 9 class names, expected 10 \("):
+        validate(folder)
+
+
+def test_records_per_file_must_be_what_mindspore_reads(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """MindSpore's reader needs 10,000 records per file; the fakes have 2 to 7."""
+    monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", 10_000)
+    assert cifar10.RECORDS_PER_FILE == 10_000
+    folder = write_folder(tmp_path / FOLDER_NAME)
+    with pytest.raises(DatasetError, match=r"^data_batch_1\.bin: 2 records, MindSpore.s Cifar10Dataset"
+                                           r" needs exactly 10000 per file"):
+        validate(folder)
+
+
+def test_a_cut_on_a_record_boundary_is_rejected(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    files = fake_files()
+    for name in (*TRAIN_FILES, *TEST_FILES):  # 5 records in every file: the "full" size here
+        files[name] = (files["test_batch.bin"] * 2)[: 5 * RECORD_BYTES]
+    folder = write_folder(tmp_path / FOLDER_NAME, files)
+    monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", 5)
+    assert set(validate(folder).values()) == {5}
+    path = folder / "data_batch_4.bin"
+    path.write_bytes(path.read_bytes()[: 4 * RECORD_BYTES])  # whole records, one fewer
+    with pytest.raises(DatasetError, match=r"^data_batch_4\.bin: 4 records, MindSpore.s Cifar10Dataset"
+                                           r" needs exactly 5 per file \(a cut, or other data"):
+        validate(folder)
+    path.write_bytes(path.read_bytes()[:-1])  # not whole records: named as truncated first
+    with pytest.raises(DatasetError, match=r"^data_batch_4\.bin: .* \(truncated\?\)$"):
         validate(folder)
 
 
@@ -297,6 +356,88 @@ def test_crash_mid_extraction_leaves_nothing(archive: Path, root: Path, monkeypa
     assert not (root / FOLDER_NAME).exists() and leftovers(root) == []
 
 
+@pytest.mark.parametrize("failure", ["corrupt archive", "interrupted copy", "wrong record count"])
+def test_a_failed_prepare_leaves_the_root_as_it_was(archive: Path, root: Path, failure: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No lock file, partial folder or marker: the root holds what it held before."""
+    root.mkdir()
+    (root / "notes.txt").write_text("mine")
+    if failure == "corrupt archive":
+        data = archive.read_bytes()
+        archive.write_bytes(data[: len(data) // 2])
+        expected: type[BaseException] = DatasetError
+    elif failure == "interrupted copy":
+        real_copy, calls = cifar10._copy_member, []
+
+        def interrupt_on_fourth(source, target: Path) -> None:  # type: ignore[no-untyped-def]
+            calls.append(target)
+            if len(calls) == 4:
+                assert leftovers(root) and (root / cifar10.LOCK_NAME).exists()  # mid-way
+                raise KeyboardInterrupt
+            real_copy(source, target)
+
+        monkeypatch.setattr(cifar10, "_copy_member", interrupt_on_fourth)
+        expected = KeyboardInterrupt
+    else:
+        monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", 10_000)
+        expected = DatasetError
+    with pytest.raises(expected):
+        prepare_dataset(archive, root, progress=False)
+    assert contents(root) == ["notes.txt"]
+    assert archive.exists()  # the reader's own archive is never deleted
+
+
+def test_a_successful_prepare_leaves_only_the_dataset(archive: Path, root: Path) -> None:
+    prepare_dataset(archive, root, progress=False)
+    assert contents(root) == [FOLDER_NAME]  # the lock file is gone too
+    assert prepare_dataset(archive, root, progress=False).action == "already prepared"
+    assert contents(root) == [FOLDER_NAME]
+
+
+def test_an_unusable_download_is_removed(archive: Path, root: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reused as it is (no MD5 for an unknown URL), a broken download would fail every rerun."""
+    url = "http://127.0.0.1:9/cifar-10-binary.tar.gz"
+
+    def fake_fetch(source: str, into: Path, md5: str | None, progress: bool):  # type: ignore[no-untyped-def]
+        target = into / "cifar-10-binary.tar.gz"
+        target.write_bytes(archive.read_bytes()[:1000])
+        return target, "md5 computed; check skipped", "0" * 32
+
+    monkeypatch.setattr(cifar10, "_fetch", fake_fetch)
+    with pytest.raises(DatasetError, match=r"not a readable \.tar\.gz archive .* \(downloaded from"
+                                           rf" {url}; removed .*, the next run downloads it again\)$"):
+        prepare_dataset(url, root, progress=False)
+    assert contents(root) == []
+
+
+def test_the_lock_excludes_while_its_file_comes_and_goes(tmp_path: Path) -> None:
+    """Each holder deletes the lock file; a waiter that locked the deleted file locks again."""
+    active, most, errors = [0], [0], []
+    guard = threading.Lock()
+
+    def worker() -> None:
+        try:
+            for _ in range(30):
+                with cifar10._lock(tmp_path):
+                    with guard:
+                        active[0] += 1
+                        most[0] = max(most[0], active[0])
+                    time.sleep(0.0005)
+                    with guard:
+                        active[0] -= 1
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and most[0] == 1
+    assert contents(tmp_path) == []
+
+
 def test_leftover_from_a_killed_run_is_cleaned(archive: Path, root: Path) -> None:
     killed = root / f".{FOLDER_NAME}.partial-999-deadbeef"
     write_folder(killed)
@@ -360,12 +501,28 @@ def test_concurrent_callers_extract_once(archive: Path, root: Path, monkeypatch:
 
 # ---------------------------------------------------------------------------- command line
 
-def test_cli_error_is_one_clear_line(archive: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_error_is_one_clear_line(archive: Path, root: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MSRESNET_DEBUG", raising=False)
     status = cli_main(["--source", str(archive), "--root", str(root), "--md5", "0" * 32, "--quiet"])
     err = capsys.readouterr().err
-    assert status == 1
-    assert err.startswith(f"error: {archive}: MD5 mismatch: expected {'0' * 32}, got ")
-    assert "Traceback" not in err
+    assert status == 2
+    assert err.startswith(f"python -m msresnet.prepare: error: {archive}: MD5 mismatch:"
+                          f" expected {'0' * 32}, got ")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert contents(root) == []  # the root it made for this call is gone again
+
+
+def test_cli_interrupted_says_so_and_leaves_nothing(archive: Path, root: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupt(source, target: Path) -> None:  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cifar10, "_copy_member", interrupt)
+    assert cli_main(["--source", str(archive), "--root", str(root), "--quiet"]) == 130
+    assert "interrupted; nothing half-done is left" in capsys.readouterr().err
+    assert contents(root) == []
 
 
 def test_cli_source_auto_takes_the_local_mirror_when_it_exists(
@@ -381,7 +538,7 @@ def test_cli_source_auto_takes_the_local_mirror_when_it_exists(
     assert lines[2] == f"checksum: md5 {md5} verified (given by caller)"
     # a wrong mirror checksum is caught: auto passes the mirror's MD5 on
     monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR_MD5", "0" * 32)
-    assert cli_main(["--source", "auto", "--root", str(root / "again"), "--quiet"]) == 1
+    assert cli_main(["--source", "auto", "--root", str(root / "again"), "--quiet"]) == 2
 
 
 def test_source_auto_without_the_mirror_is_the_official_archive(tmp_path: Path,

@@ -227,6 +227,13 @@ def fake_archive_bytes(records: int = 4) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.fixture(autouse=True)
+def few_records_per_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fake_archive_bytes holds 4 records per file, not the 10,000 that validation
+    requires for MindSpore (cifar10.RECORDS_PER_FILE, tested in test_cifar10.py)."""
+    monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", None)
+
+
 def test_prepare_from_url_survives_a_dropped_connection(server: Server, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("msresnet.download.RETRY_BACKOFF_SECONDS", 0.0)

@@ -89,6 +89,38 @@ def test_truncated_file_names_the_file(tmp_path):
         create_dataset(folder)
 
 
+def test_missing_data_says_which_command_makes_it(tmp_path):
+    with pytest.raises(cifar10.DatasetError, match=r"the command `python -m msresnet\.prepare` makes it"):
+        create_dataset(tmp_path / cifar10.FOLDER_NAME)
+
+
+def test_whole_records_but_not_10000_per_file_fail_before_mindspore(tmp_path):
+    """MindSpore's reader would fail later with "Invalid cifar10 file ... re-download dataset"."""
+    folder = tmp_path / cifar10.FOLDER_NAME
+    folder.mkdir()
+    (folder / "batches.meta.txt").write_text("\n".join(cifar10.CLASSES) + "\n")
+    for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
+        (folder / name).write_bytes(bytes(cifar10.RECORD_BYTES * 3))
+    with pytest.raises(cifar10.DatasetError) as info:
+        create_dataset(folder)
+    assert str(info.value) == ("data_batch_1.bin: 3 records, MindSpore's Cifar10Dataset needs"
+                               " exactly 10000 per file (a cut, or other data in the CIFAR-10"
+                               f" layout?) (in {folder})")
+
+
+def test_other_class_names_are_named_with_the_folder(tmp_path):
+    folder = tmp_path / cifar10.FOLDER_NAME
+    folder.mkdir()
+    names = ["plane", *cifar10.CLASSES[1:]]
+    (folder / "batches.meta.txt").write_text("\n".join(names) + "\n")
+    for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
+        (folder / name).write_bytes(bytes(cifar10.RECORD_BYTES * 3))
+    with pytest.raises(cifar10.DatasetError,
+                       match=r"^batches\.meta\.txt: class 0 is .plane., expected .airplane. .*"
+                             rf"\(in {folder}\)$"):
+        create_dataset(folder)
+
+
 @needs_data
 @pytest.mark.parametrize("kwargs, word", [
     ({"usage": "valid"}, "usage"),

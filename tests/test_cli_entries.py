@@ -1,0 +1,214 @@
+"""Every ``python -m msresnet.X`` ends a user error with one clear line (issue 14, section 2).
+
+Each entry is run as the reader runs it, in a subprocess, with a realistic wrong
+input: a truncated archive, data cut on a record boundary, other class names, a bad
+config value, a run folder that does not exist, an object-store endpoint on a closed
+loopback port. The exit code is non-zero, the last line of stderr names the wrong
+thing, and stderr holds no traceback; ``--debug`` brings the traceback back. Every
+input fails before anything is trained or compiled (train and sweep import
+MindSpore first, 2-4 s each); the job's connection attempts with retries take
+longer than 5 s, so that test is marked slow.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from msresnet import cifar10, cli
+from msresnet.paths import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "msresnet"
+# Every module with a command line; local_s3 is the tests' S3 server, not a reader's tool.
+ENTRIES = ("prepare", "train", "sweep", "job", "launch", "reproduce", "bench",
+           "results_page", "sync", "lab")
+
+
+def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != cli.DEBUG_VARIABLE}
+    env.update({"PYTHONPATH": str(REPO_ROOT), **(extra_env or {})})
+    return subprocess.run([sys.executable, "-m", f"msresnet.{module}", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def last_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    """Assert a one-line failure naming ``words``; return that line."""
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert lines, f"nothing on stderr; stdout: {result.stdout[-2000:]}"
+    for word in words:
+        assert word in lines[-1], lines[-1]
+    return lines[-1]
+
+
+def write_dataset(folder: Path, records: int, classes: tuple[str, ...] = cifar10.CLASSES) -> Path:
+    """A cifar-10-batches-bin in the right layout with ``records`` records per file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / cifar10.META_FILE).write_text("\n".join(classes) + "\n")
+    record = bytes([3]) + bytes(cifar10.RECORD_BYTES - 1)
+    for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
+        (folder / name).write_bytes(record * records)
+    return folder
+
+
+def write_truncated_archive(path: Path) -> Path:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name in cifar10.REQUIRED_FILES:
+            data = os.urandom(2 * cifar10.RECORD_BYTES)  # random: does not compress away
+            info = tarfile.TarInfo(f"{cifar10.FOLDER_NAME}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    data = buffer.getvalue()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ------------------------------------------------------------------------- the wiring
+
+@pytest.mark.parametrize("module", ENTRIES)
+def test_every_entry_runs_through_cli_run(module: str) -> None:
+    """The ``__main__`` line (or main itself) hands the exceptions to msresnet.cli."""
+    source = (PACKAGE / f"{module}.py").read_text()
+    main_block = source[source.index('if __name__ == "__main__":'):]
+    prog = f'prog="python -m msresnet.{module}"'
+    assert ("cli.run(main," in main_block and prog in main_block) or \
+        ("return cli.run(_main, argv, prog=PROG)" in source and f'PROG = "python -m msresnet.{module}"' in source)
+
+
+def test_the_list_of_entries_is_complete() -> None:
+    found = {path.stem for path in PACKAGE.glob("*.py")
+             if 'if __name__ == "__main__":' in path.read_text()}
+    assert found - {"local_s3"} == set(ENTRIES)
+
+
+def test_an_error_class_of_the_main_module_counts_as_the_books(capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``python -m msresnet.train`` TrainError's module is ``__main__``."""
+    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
+    error = type("TrainError", (RuntimeError,), {"__module__": "__main__"})
+
+    def main(argv: list[str]) -> int:
+        raise error("resume_from: no checkpoint in runs/x")
+
+    assert cli.run(main, [], prog="p") == cli.USAGE_ERROR
+    assert capsys.readouterr().err.startswith("p: error: resume_from: no checkpoint in runs/x (")
+
+
+# ------------------------------------------------------------------------- each entry
+
+def test_prepare_truncated_archive(tmp_path: Path) -> None:
+    archive = write_truncated_archive(tmp_path / "cifar-10-binary.tar.gz")
+    result = run_entry("prepare", "--source", str(archive), "--root", str(tmp_path / "data"),
+                       "--quiet", cwd=tmp_path)
+    line = last_line(result, "cifar-10-binary.tar.gz: not a readable .tar.gz archive")
+    assert line.startswith("python -m msresnet.prepare: error: ") and result.returncode == 2
+    assert not (tmp_path / "data").exists()  # no lock, partial folder or empty root left
+
+
+def test_prepare_cut_on_a_record_boundary(tmp_path: Path) -> None:
+    source = write_dataset(tmp_path / "mine" / cifar10.FOLDER_NAME, records=9)
+    result = run_entry("prepare", "--source", str(source), "--root", str(tmp_path / "data"),
+                       "--quiet", cwd=tmp_path)
+    last_line(result, "data_batch_1.bin: 9 records", "needs exactly 10000 per file")
+    assert not (tmp_path / "data").exists()
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    archive = write_truncated_archive(tmp_path / "cifar-10-binary.tar.gz")
+    args = ("--source", str(archive), "--root", str(tmp_path / "data"), "--quiet")
+    for how in ({"args": ("--debug",)}, {"extra_env": {cli.DEBUG_VARIABLE: "1"}}):
+        result = run_entry("prepare", *args, *how.get("args", ()), cwd=tmp_path,
+                           extra_env=how.get("extra_env"))
+        assert result.returncode != 0
+        assert "Traceback (most recent call last)" in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith(
+            "msresnet.cifar10.DatasetError: cifar-10-binary.tar.gz: not a readable")
+
+
+def test_train_other_class_names(tmp_path: Path) -> None:
+    names = list(cifar10.CLASSES)
+    names[3] = "kitten"
+    write_dataset(tmp_path / "mine" / cifar10.FOLDER_NAME, records=10, classes=tuple(names))
+    result = run_entry("train", "smoke", "--data_dir", str(tmp_path / "mine"),
+                       "--output", str(tmp_path / "run"), cwd=tmp_path)
+    last_line(result, "python -m msresnet.train: error: batches.meta.txt: class 3 is 'kitten',"
+                      " expected 'cat'", str(tmp_path / "mine"))
+
+
+def test_train_bad_config_value(tmp_path: Path) -> None:
+    result = run_entry("train", "smoke", "--batch_size", "0", "--output", str(tmp_path / "run"),
+                       cwd=tmp_path)
+    last_line(result, "batch_size: must be a positive integer, got 0")
+
+
+def test_sweep_run_folder_that_does_not_exist(tmp_path: Path) -> None:
+    result = run_entry("sweep", str(tmp_path / "runs" / "nope"), cwd=tmp_path)
+    last_line(result, "python -m msresnet.sweep: error: ", str(tmp_path / "runs" / "nope"))
+
+
+@pytest.mark.slow
+def test_job_unreachable_object_store(tmp_path: Path) -> None:
+    port = closed_port()
+    result = run_entry("job", "--data_url", "s3://bucket/cifar10/",
+                       "--train_url", "s3://bucket/runs/x/", "--cache_dir", str(tmp_path / "cache"),
+                       cwd=tmp_path, extra_env={"S3_ENDPOINT": f"http://127.0.0.1:{port}",
+                                                "AWS_ACCESS_KEY_ID": "placeholder",
+                                                "AWS_SECRET_ACCESS_KEY": "placeholder",
+                                                "S3_CONNECT_TIMEOUT": "2"})
+    last_line(result, "python -m msresnet.job: error: staging failed: ",
+              f"127.0.0.1:{port}", "s3://bucket/cifar10/")
+
+
+def test_launch_bad_config_value(tmp_path: Path) -> None:
+    result = run_entry("launch", "--workers", "2", "--profile", "smoke", "--output",
+                       str(tmp_path / "dp"), "--dry-run", "--batch_size", "0", cwd=tmp_path)
+    last_line(result, "batch_size: must be a positive integer, got 0")
+    assert not (tmp_path / "dp").exists()
+
+
+def test_reproduce_notebook_folder_that_does_not_exist(tmp_path: Path) -> None:
+    result = run_entry("reproduce", "--profile", "smoke", "--out", str(tmp_path / "out"),
+                       "--notebooks", str(tmp_path / "nowhere"), cwd=tmp_path)
+    last_line(result, str(tmp_path / "nowhere"))
+
+
+def test_bench_bad_mode(tmp_path: Path) -> None:
+    result = run_entry("bench", "--modes", "eager", cwd=tmp_path)
+    last_line(result, "--modes", "'eager'")
+
+
+def test_results_page_run_folder_that_does_not_exist(tmp_path: Path) -> None:
+    result = run_entry("results_page", str(tmp_path / "nope"), "--dest", str(tmp_path / "res"),
+                       "--page", str(tmp_path / "results.md"), cwd=tmp_path)
+    last_line(result, str(tmp_path / "nope"))
+    assert not (tmp_path / "results.md").exists()
+
+
+def test_sync_source_that_does_not_exist(tmp_path: Path) -> None:
+    result = run_entry("sync", str(tmp_path / "nope"), str(tmp_path / "dst"), "--world", "1",
+                       "--job", "t", cwd=tmp_path)
+    last_line(result, "python -m msresnet.sync: error: ", str(tmp_path / "nope"))
+    assert re.search(r'"error": "\w+"', result.stdout)  # the JSON line the ranks parse stays
+
+
+def test_lab_port_out_of_range(tmp_path: Path) -> None:
+    result = run_entry("lab", "--port", "70000", cwd=tmp_path)
+    last_line(result, "--port: 70000 is not a TCP port")
