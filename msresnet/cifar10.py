@@ -64,11 +64,12 @@ META_FILE = "batches.meta.txt"
 REQUIRED_FILES = (META_FILE, *TRAIN_FILES, *TEST_FILES)
 OPTIONAL_FILES = ("readme.html",)
 FOLDER_NAME = "cifar-10-batches-bin"
-# MindSpore's Cifar10Dataset reads every .bin as exactly 10,000 records (the C++ reader,
-# minddata/dataset/engine/datasetops/source/cifar_op.cc, kCifar10RecordsPerFile). Measured
-# with 9,000 records per file: get_dataset_size() says 50000, then iterating fails with
-# "Invalid cifar10 file ... re-download dataset". So validate() requires it, and the
-# unit tests' tiny fake folders set it to None (any whole number of records) for their run.
+# MindSpore's Cifar10Dataset reads every .bin as exactly 10,000 records (its C++ reader,
+# cifar_op.cc, has num_cifar10_records = 10000 and says "exactly 10K images" per file).
+# Measured on 2.10 with 9,000 (and with 100) records per file: get_dataset_size() says
+# 50000, then iterating fails with "Invalid cifar10 file ... re-download dataset".
+# So validate() requires it; the unit tests' tiny fake folders set it to None (any
+# whole number of records) for their run.
 RECORDS_PER_FILE: int | None = 10_000
 MARKER_NAME = ".prepared.json"
 # The official members are 30.7 MB; anything far bigger is not CIFAR-10 (or is a zip bomb).
