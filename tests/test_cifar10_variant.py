@@ -10,6 +10,7 @@ import numpy as np
 from msresnet import cifar10
 from cifar10_variant import write_variant
 from test_cifar10 import write_folder
+from test_cifar10 import any_record_count  # noqa: F401 - autouse: the fakes have a few records
 
 
 def _records(folder: Path, name: str) -> np.ndarray:
