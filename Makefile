@@ -21,7 +21,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 CIFAR10_SOURCE ?= auto
 CIFAR10_MD5 ?=
 
-.PHONY: venv data book test quick-test unit-test reproduce-test nbval book-html browser-test system-deps clean
+.PHONY: venv data book test quick-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean
 
 venv: $(STAMP)
 
@@ -50,12 +50,17 @@ book: data book-html
 # The edit-test loop: the unit tests that neither train, launch msrun nor run
 # notebooks (tests marked slow are the exceptions; see pyproject.toml).
 quick-test: venv
-	$(PY) -m pytest -q -m "not slow and not browser" tests
+	$(PY) -m pytest -q -m "not slow and not browser and not params" tests
 
 # Every unit test, slow ones included (the reproduce command runs chapter 2 and small
 # notebooks of its own; nbval is the one run of every chapter).
 unit-test: venv data
-	$(PY) -m pytest -q --durations=15 -m "not browser" tests
+	$(PY) -m pytest -q --durations=15 -m "not browser and not params" tests
+
+# The training chapters with more parameter values (batch size 1, the cifar stem,
+# other schedules, 224x224): tests/test_chapter_parameters.py, several minutes.
+param-test: venv data
+	$(PY) -m pytest -q -m params tests/test_chapter_parameters.py
 
 reproduce-test: venv data
 	$(PY) -m pytest -q tests/test_reproduce.py

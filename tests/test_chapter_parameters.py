@@ -1,0 +1,59 @@
+"""The chapters that train accept every valid parameter value, not only their defaults.
+
+Papermill reproductions run the chapters with whatever values the config accepts,
+so each chapter's asserts must state what holds for the values given (and skip,
+saying why, what cannot be judged: one epoch has no trend). Each case runs chapters
+4 (training) and 5 (the sweep of its checkpoints) through ``python -m
+msresnet.reproduce``, which is how a reader runs them with other values.
+
+``smallest`` (one epoch of one batch of 2 images, scored on 2 test images) runs in
+the test command; the others (batch size 1, the cifar stem with the cosine schedule
+and the constant one, 224x224 inputs) are marked ``params`` and run with
+``make param-test``: they cost a few minutes more on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from msresnet.notebook import METRICS_DIR_VARIABLE
+from msresnet.paths import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+SMALL = ("-p", "epoch_size", "1", "-p", "train_samples", "2", "-p", "batch_size", "2",
+         "-p", "eval_samples", "2")
+CASES = {
+    "smallest": SMALL,
+    "batch-of-one": ("-p", "epoch_size", "2", "-p", "train_samples", "1", "-p", "batch_size", "1",
+                     "-p", "eval_samples", "1"),
+    "cifar-stem-cosine": ("-p", "stem", "cifar", "-p", "lr_schedule", "cosine",
+                          "-p", "epoch_size", "2", "-p", "train_samples", "4",
+                          "-p", "batch_size", "2", "-p", "eval_samples", "4"),
+    "constant-lr-224": (*SMALL, "-p", "image_size", "224", "-p", "lr_schedule", "constant"),
+}
+EXTENDED = {"batch-of-one", "cifar-stem-cosine", "constant-lr-224"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(name, marks=pytest.mark.params)
+                                  if name in EXTENDED else name for name in CASES])
+def test_training_chapters_run_with_other_valid_values(case, tmp_path):
+    out = tmp_path / case
+    env = {k: v for k, v in os.environ.items() if k != METRICS_DIR_VARIABLE}
+    proc = subprocess.run([sys.executable, "-m", "msresnet.reproduce", "--profile", "smoke",
+                           "--only", "4,5", *CASES[case], "--out", str(out)],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "unknown parameter" not in proc.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert [e["status"] for e in run["notebooks"]] == ["ok", "ok"]
+    values = dict(zip(CASES[case][1::3], CASES[case][2::3]))
+    for key, text in values.items():
+        assert str(run["parameters"][key]) == text, key
+    trained = json.loads((out / "train" / "history.json").read_text())
+    assert len(trained) == int(values["epoch_size"])
