@@ -1,0 +1,70 @@
+"""msresnet.callbacks.Progress: a bar on a terminal, one line per epoch anywhere else.
+
+Stored notebook outputs, logs and pipes must not fill up with redrawn progress
+bars (they differ on every run and bury the result), so off a terminal the
+callback writes one final line per epoch. Driven here with the run context
+MindSpore passes, without training anything.
+"""
+
+from __future__ import annotations
+
+import io
+
+import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
+import numpy as np
+
+from msresnet.callbacks import Progress
+
+
+class Params(dict):
+    """Like MindSpore's callback parameters: a dict whose keys are also attributes."""
+
+    __getattr__ = dict.__getitem__
+    __setattr__ = dict.__setitem__
+
+
+class Context:
+    def __init__(self) -> None:
+        self.params = Params(cur_epoch_num=1, cur_step_num=0, net_outputs=np.float32(2.5))
+
+    def original_args(self) -> Params:
+        return self.params
+
+
+def run_epochs(progress: Progress, epochs: int = 2, steps: int = 3) -> None:
+    context = Context()
+    for epoch in range(1, epochs + 1):
+        context.params.cur_epoch_num = epoch
+        progress.on_train_epoch_begin(context)
+        for _ in range(steps):
+            context.params.cur_step_num += 1
+            progress.on_train_step_end(context)
+        progress.on_train_epoch_end(context)
+    progress.on_train_end(context)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_off_a_terminal_one_line_per_epoch() -> None:
+    out = io.StringIO()
+    run_epochs(Progress(2, 3, batch_size=4, lr=np.full(6, 0.01), file=out))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in out.getvalue()
+    assert lines[0].startswith("epoch 1/2: 3/3 steps in ") and "loss=2.5000" in lines[0]
+    assert lines[1].startswith("epoch 2/2: 3/3 steps in ") and "lr=0.01000" in lines[1]
+
+
+def test_on_a_terminal_a_bar_that_redraws() -> None:
+    out = Terminal()
+    run_epochs(Progress(2, 3, batch_size=4, lr=np.full(6, 0.01), file=out))
+    text = out.getvalue()
+    assert "\r" in text and "epoch 1/2" in text and "3/3" in text
+
+
+def test_bars_can_be_forced_either_way() -> None:
+    out = Terminal()
+    run_epochs(Progress(1, 3, batch_size=4, lr=np.full(3, 0.01), file=out, bars=False), epochs=1)
+    assert out.getvalue().count("\n") == 1 and "\r" not in out.getvalue()
