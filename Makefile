@@ -55,7 +55,7 @@ quick-test: venv
 # Every unit test, slow ones included (the reproduce command runs chapter 2 and small
 # notebooks of its own; nbval is the one run of every chapter).
 unit-test: venv data
-	$(PY) -m pytest -q --durations=15 -m "not browser and not params" tests
+	$(PY) -m pytest -q --durations=40 -m "not browser and not params" tests
 
 # The training chapters with more parameter values (batch size 1, the cifar stem,
 # other schedules, 224x224): tests/test_chapter_parameters.py, several minutes.

@@ -262,6 +262,17 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
     if checked["train_samples"] is not None and checked["train_samples"] < checked["batch_size"]:
         over("train_samples", "batch_size",
              "must be at least {other} ({limit}) so that one full batch exists")
+    # ResNet50's last stage sees image_size/32 pixels a side (imagenet stem: stride 2,
+    # max pool, three stride-2 stages; cifar stem: the three stages only, /8). With one
+    # image of 1x1 a batch, BatchNorm has one value per channel: the unbiased variance
+    # it adds to moving_variance divides by n - 1 = 0 and turns it into NaN (measured).
+    side = math.ceil(checked["image_size"] / (32 if checked["stem"] == "imagenet" else 8))
+    if checked["batch_size"] * side * side < 2:
+        _fail("batch_size", f"must be at least 2 with stem {checked['stem']!r} at image_size "
+              f"{checked['image_size']}: the last stage's feature map is {side}x{side}, so "
+              "BatchNorm would see one value per channel and its moving variance would become "
+              "NaN (use batch_size 2, a larger image_size or stem 'cifar')",
+              checked["batch_size"], source_of("batch_size"))
     return checked
 
 

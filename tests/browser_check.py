@@ -87,9 +87,17 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve_directory(root: Path) -> Iterator[str]:
-    """Serve ``root`` over HTTP on a free loopback port; yields the base URL (ends in /)."""
-    handler = functools.partial(_QuietHandler, directory=str(root))
+def serve_directory(root: Path, types: dict[str, str] | None = None) -> Iterator[str]:
+    """Serve ``root`` over HTTP on a free loopback port; yields the base URL (ends in /).
+
+    ``types`` maps file endings to the Content-Type to send for them (e.g. a host
+    that serves ``.ipynb`` as ``application/json``).
+    """
+
+    class Handler(_QuietHandler):
+        extensions_map = {**_QuietHandler.extensions_map, **(types or {})}
+
+    handler = functools.partial(Handler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="book-http", daemon=True)
     thread.start()

@@ -282,3 +282,13 @@ def test_markdown_table():
 def test_data_url_default_is_the_official_archive():
     cifar10 = pytest.importorskip("msresnet.cifar10")
     assert Config().data_url == cifar10.OFFICIAL_URL
+
+
+def test_batch_of_one_on_a_one_pixel_last_stage_is_refused() -> None:
+    # imagenet stem at 32x32: layer4 is 1x1, so one image a batch gives BatchNorm one
+    # value per channel and a NaN moving variance (measured); the cifar stem keeps 4x4.
+    with pytest.raises(ConfigError, match=r"batch_size: must be at least 2 with stem 'imagenet' "
+                                          r"at image_size 32: .* 1x1.*NaN.*got 1"):
+        load_config("smoke", {"batch_size": 1, "train_samples": 1})
+    assert load_config("smoke", {"batch_size": 1, "train_samples": 1, "stem": "cifar"}).batch_size == 1
+    assert load_config("smoke", {"batch_size": 1, "train_samples": 1, "image_size": 64}).batch_size == 1

@@ -29,21 +29,16 @@ the browser then shows the JSON in a tab and nothing is saved).
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
-import http.server
 import json
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -240,31 +235,13 @@ def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home):
     assert _digest(chapter) == before_digest, f"{CHAPTER} was rewritten"
 
 
-@contextlib.contextmanager
-def _serve_ipynb_as_json(root: Path) -> Iterator[str]:
+def _serve_ipynb_as_json(root: Path):
     """Serve ``root`` on loopback with .ipynb as ``application/json``, as many hosts do.
 
     A browser shows such a file instead of saving it unless the link asks for a
     download, which is what ``_static/ipynb-download.js`` adds.
     """
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                          ".ipynb": "application/json"}
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    return browser_check.serve_directory(root, {".ipynb": "application/json"})
 
 
 @pytest.mark.browser
