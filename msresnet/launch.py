@@ -49,6 +49,7 @@ from typing import Any, TextIO
 
 import psutil
 
+from msresnet.cli import DEBUG_VARIABLE
 from msresnet.config import ConfigError, load_config, parse_overrides
 from msresnet.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 from msresnet.lr_schedule import scaled_lr_max
@@ -297,6 +298,9 @@ class _Job:
         for old in [self.log_dir / SCHEDULER_LOG, *self.log_dir.glob("worker_*.log")]:
             old.unlink(missing_ok=True)
         env = dict(os.environ)
+        # Tracebacks in the rank logs (not msresnet.cli's one line): whoever reads a
+        # rank's log wants them, and this launcher finds the failed process by them.
+        env[DEBUG_VARIABLE] = "1"
         # msrun starts the workers as "python ..." from PATH: make it this interpreter.
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env.update(plan.env)

@@ -3,12 +3,14 @@
 Papermill reproductions run the chapters with whatever values the config accepts,
 so each chapter's asserts must state what holds for the values given (and skip,
 saying why, what cannot be judged: one epoch has no trend). Each case runs chapters
-4 (training) and 5 (the sweep of its checkpoints) through ``python -m
-msresnet.reproduce``, which is how a reader runs them with other values.
+4 (training) and 5 (the sweep of its checkpoints), or chapter 7 (data-parallel
+training with msrun), through ``python -m msresnet.reproduce``, which is how a
+reader runs them with other values.
 
 ``smallest`` (one epoch of one batch of 2 images, scored on 2 test images) runs in
 the test command; the others (batch size 1 with the cifar stem, the cifar stem with
-the cosine schedule, the constant one at 224x224) are marked ``params`` and run with
+the cosine schedule, the constant one at 224x224, chapter 7's jobs at one epoch of
+one batch) are marked ``params`` and run with
 ``make param-test``: they cost a few minutes more on two cores.
 """
 
@@ -38,8 +40,11 @@ CASES = {
                           "-p", "epoch_size", "2", "-p", "train_samples", "4",
                           "-p", "batch_size", "2", "-p", "eval_samples", "4"),
     "constant-lr-224": (*SMALL, "-p", "image_size", "224", "-p", "lr_schedule", "constant"),
+    "data-parallel-smallest": ("-p", "job_epoch_size", "1", "-p", "job_train_samples", "2",
+                               "-p", "batch_size", "2", "-p", "job_eval_samples", "2"),
 }
-EXTENDED = {"batch-of-one", "cifar-stem-cosine", "constant-lr-224"}
+CHAPTERS = {"data-parallel-smallest": "7"}
+EXTENDED = {"batch-of-one", "cifar-stem-cosine", "constant-lr-224", "data-parallel-smallest"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(name, marks=pytest.mark.params)
@@ -47,15 +52,19 @@ EXTENDED = {"batch-of-one", "cifar-stem-cosine", "constant-lr-224"}
 def test_training_chapters_run_with_other_valid_values(case, tmp_path):
     out = tmp_path / case
     env = {k: v for k, v in os.environ.items() if k != METRICS_DIR_VARIABLE}
+    only = CHAPTERS.get(case, "4,5")
+    extra = ("-p", "runs_dir", str(tmp_path / "jobs")) if only == "7" else ()
     proc = subprocess.run([sys.executable, "-m", "msresnet.reproduce", "--profile", "smoke",
-                           "--only", "4,5", *CASES[case], "--out", str(out)],
+                           "--only", only, *CASES[case], *extra, "--out", str(out)],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "unknown parameter" not in proc.stderr
     run = json.loads((out / "run.json").read_text())
-    assert [e["status"] for e in run["notebooks"]] == ["ok", "ok"]
+    assert [e["status"] for e in run["notebooks"]] == ["ok"] * len(only.split(","))
     values = dict(zip(CASES[case][1::3], CASES[case][2::3]))
     for key, text in values.items():
-        assert str(run["parameters"][key]) == text, key
-    trained = json.loads((out / "train" / "history.json").read_text())
-    assert len(trained) == int(values["epoch_size"])
+        if key in run["parameters"]:  # a config key (the others are chapter parameters)
+            assert str(run["parameters"][key]) == text, key
+    if only == "4,5":
+        trained = json.loads((out / "train" / "history.json").read_text())
+        assert len(trained) == int(values["epoch_size"])
