@@ -49,7 +49,7 @@ book: data book-html
 
 # The edit-test loop: the unit tests that neither train, launch msrun nor run
 # notebooks (tests marked slow are the exceptions; see pyproject.toml).
-quick-test: venv
+quick-test: venv data
 	$(PY) -m pytest -q -m "not slow and not browser and not params" tests
 
 # Every unit test, slow ones included (the reproduce command runs chapter 2 and small

@@ -11,6 +11,7 @@ import pytest
 from msresnet import bench
 
 
+@pytest.mark.slow
 def test_cli_writes_json_with_positive_timings(tmp_path):
     out = tmp_path / "bench.json"
     completed = subprocess.run(

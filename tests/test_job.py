@@ -145,6 +145,7 @@ def run_job(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str
                           text=True, env=os.environ.copy(), timeout=timeout, cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_job_stages_trains_and_uploads(tmp_path, dataset_url):
     bucket, data_url = dataset_url
     train_url = f"obs://{bucket}/runs/smoke/"
@@ -197,6 +198,7 @@ def _without_object_store(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_current_flow_local_input_and_output_needs_no_object_store(tmp_path, tiny_archive):
     """ModelArts input/output parameters: the platform has downloaded the input and
     will upload the output folder; the job reads and writes local paths only, here
@@ -221,6 +223,7 @@ def test_current_flow_local_input_and_output_needs_no_object_store(tmp_path, tin
     assert not (tmp_path / "cache" / "input").exists()  # nothing was copied in
 
 
+@pytest.mark.slow
 def test_older_flow_through_moxing_needs_no_credentials(tmp_path, tiny_archive):
     """obs:// URLs on a node where ``import moxing`` works (the stand-in): the job is
     started as a boot file, copies through MoXing and has no AK/SK at all."""
@@ -273,6 +276,7 @@ def test_stored_notebook_holds_no_credentials():
         assert secret not in text
 
 
+@pytest.mark.slow
 def test_executed_notebook_and_job_logs_hold_no_credentials(tmp_path):
     """Run chapter 6 with recognisable credentials and grep everything it produced."""
     if not NOTEBOOK.exists():

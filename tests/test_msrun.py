@@ -26,8 +26,9 @@ from msresnet.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 
 DATA = REPO_ROOT / "data" / "cifar-10-batches-bin"
-pytestmark = pytest.mark.skipif(not (DATA / "data_batch_1.bin").is_file(),
-                                reason="CIFAR-10 not prepared (make data)")
+pytestmark = [pytest.mark.skipif(not (DATA / "data_batch_1.bin").is_file(),
+                                 reason="CIFAR-10 not prepared (make data)"),
+              pytest.mark.slow]  # msrun jobs (a few quick checks of the plan come along)
 
 SMALL = {"epoch_size": 2, "train_samples": 64, "eval_samples": 32, "batch_size": 32,
          "keep_checkpoint_max": 5}

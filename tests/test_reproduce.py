@@ -95,6 +95,7 @@ def test_relative_paths_are_made_absolute_and_null_travels_as_text():
 
 
 # ----------------------------------------------------------------- a real chapter, --resume
+@pytest.mark.slow
 def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
     out = tmp_path / "run"
     # momentum is a config key chapter 2's parameters cell does not list: it reaches the
@@ -122,6 +123,7 @@ def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
 
 
 # ----------------------------------------------------------------- tiny notebooks
+@pytest.mark.slow
 def test_a_failing_cell_is_reported_with_notebook_and_cell(tmp_path):
     book = tmp_path / "book"
     book.mkdir()
@@ -144,6 +146,7 @@ def test_a_failing_cell_is_reported_with_notebook_and_cell(tmp_path):
     assert not (out / "03_never.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypatch):
     book = tmp_path / "book"
     book.mkdir()

@@ -29,6 +29,8 @@ from msresnet.train import (TrainError, parse_args, recorded_config, train_and_e
 SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2,
          "data_dir": str(REPO_ROOT / "data")}
 STEPS_PER_EPOCH = 256 // 32
+pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
+
 OUTPUT_FILES = ("config.yaml", "train.log", "history.json", "history.csv", "result.json",
                 "best.ckpt", "best.json")
 
