@@ -78,12 +78,18 @@ def test_missing_folder_names_the_folder(tmp_path):
         create_dataset(missing)
 
 
-def test_truncated_file_names_the_file(tmp_path):
+def blank_folder(tmp_path, records: int):
+    """A CIFAR-10 folder whose every file holds ``records`` all-zero records."""
     folder = tmp_path / cifar10.FOLDER_NAME
     folder.mkdir()
     (folder / "batches.meta.txt").write_text("\n".join(cifar10.CLASSES) + "\n")
     for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
-        (folder / name).write_bytes(bytes(cifar10.RECORD_BYTES * 2))
+        (folder / name).write_bytes(bytes(cifar10.RECORD_BYTES * records))
+    return folder
+
+
+def test_truncated_file_names_the_file(tmp_path):
+    folder = blank_folder(tmp_path, 2)
     (folder / "data_batch_3.bin").write_bytes(bytes(cifar10.RECORD_BYTES + 7))
     with pytest.raises(cifar10.DatasetError, match="data_batch_3.bin"):
         create_dataset(folder)
@@ -96,11 +102,7 @@ def test_missing_data_says_which_command_makes_it(tmp_path):
 
 def test_whole_records_but_not_10000_per_file_fail_before_mindspore(tmp_path):
     """MindSpore's reader would fail later with "Invalid cifar10 file ... re-download dataset"."""
-    folder = tmp_path / cifar10.FOLDER_NAME
-    folder.mkdir()
-    (folder / "batches.meta.txt").write_text("\n".join(cifar10.CLASSES) + "\n")
-    for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
-        (folder / name).write_bytes(bytes(cifar10.RECORD_BYTES * 3))
+    folder = blank_folder(tmp_path, 3)
     with pytest.raises(cifar10.DatasetError) as info:
         create_dataset(folder)
     assert str(info.value) == ("data_batch_1.bin: 3 records, MindSpore's Cifar10Dataset needs"
