@@ -31,7 +31,6 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from playwright.sync_api import sync_playwright
 
 import browser_check
 
@@ -94,14 +93,13 @@ def base_url(built_html: Path):
 
 
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory):
+def browser(playwright, tmp_path_factory):
     """One headless Chromium (fresh profile) for the session, offline but for loopback."""
-    with sync_playwright() as playwright:
-        context = browser_check.launch(playwright, tmp_path_factory.mktemp("chromium-profile"))
-        try:
-            yield context
-        finally:
-            context.close()
+    context = browser_check.launch(playwright, tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield context
+    finally:
+        context.close()
 
 
 @pytest.fixture(scope="session")

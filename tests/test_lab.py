@@ -29,6 +29,7 @@ the browser then shows the JSON in a tab and nothing is saved).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -45,7 +46,6 @@ import nbformat
 import psutil
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from playwright.sync_api import sync_playwright
 
 import browser_check
 from msresnet import lab
@@ -140,7 +140,7 @@ def _stop(process: subprocess.Popen) -> int:
 
 @pytest.mark.browser
 @pytest.mark.timeout(1500)
-def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home):
+def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home, playwright):
     chapter = NOTEBOOKS / CHAPTER
     before_files = {p.name for p in NOTEBOOKS.iterdir()}
     before_digest = _digest(chapter)
@@ -158,7 +158,7 @@ def test_lab_runs_a_chapter_on_the_book_kernel(tmp_path, jupyter_home):
             urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/sessions", timeout=30)
         assert refused.value.code == 403
 
-        with sync_playwright() as playwright:
+        with contextlib.nullcontext(playwright):  # the session's (conftest.py)
             context = browser_check.launch(playwright, tmp_path / "chromium-profile")
             try:
                 page = context.new_page()
@@ -246,13 +246,13 @@ def _serve_ipynb_as_json(root: Path):
 
 @pytest.mark.browser
 @pytest.mark.timeout(900)
-def test_book_page_downloads_the_chapter_notebook(tmp_path):
+def test_book_page_downloads_the_chapter_notebook(tmp_path, playwright):
     """The rendered chapter's download menu saves its .ipynb (stored outputs included)."""
     html = REPO / "_build" / "html"
     if not (html / "notebooks" / CHAPTER.replace(".ipynb", ".html")).exists():
         subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", ".",
                         "-W", "-n", "--keep-going"], cwd=REPO, check=True)
-    with _serve_ipynb_as_json(html) as base, sync_playwright() as playwright:
+    with _serve_ipynb_as_json(html) as base:
         context = browser_check.launch(playwright, tmp_path / "chromium-profile")
         try:
             page = context.new_page()
