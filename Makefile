@@ -21,7 +21,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 CIFAR10_SOURCE ?= auto
 CIFAR10_MD5 ?=
 
-.PHONY: venv data book test quick-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean
+.PHONY: venv data book test quick-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
 
 venv: $(STAMP)
 
@@ -41,7 +41,27 @@ system-deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-book-html: venv
+# onnxruntime-web for the in-browser classifier page (book/classify.md): pinned in
+# package.json / package-lock.json, installed from the npm registry, and its
+# WebAssembly build copied next to the committed model (web/classify/ort/, not
+# committed). html_extra_path in _config.yml publishes web/ at the book's root.
+ORT_DIST := node_modules/onnxruntime-web/dist
+ORT_FILES := ort.wasm.min.js ort-wasm-simd-threaded.mjs ort-wasm-simd-threaded.wasm
+WEB_ORT := web/classify/ort
+web-deps: $(WEB_ORT)/.installed
+
+$(WEB_ORT)/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	mkdir -p $(WEB_ORT)
+	cp $(addprefix $(ORT_DIST)/,$(ORT_FILES)) $(WEB_ORT)/
+	touch $@
+
+# The in-browser model from the reference run's best checkpoint (see book/classify.md).
+REFERENCE_RUN ?= runs/cpu-reference/train
+browser-model: venv data
+	$(PY) -m msresnet.export $(REFERENCE_RUN)/best.ckpt --browser --out web/classify
+
+book-html: venv web-deps
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
@@ -86,7 +106,7 @@ test: unit-test nbval browser-test
 	@echo "make test: all checks passed"
 
 clean:
-	rm -rf _build runs
+	rm -rf _build runs node_modules $(WEB_ORT)
 
 # ---- Run the chapters interactively (README: "Run the chapters interactively") ----
 # make lab      the same pinned .venv and CIFAR-10 as `make book`, the kernel

@@ -24,12 +24,15 @@ that never train:
   mirror), ``atomic`` (crash-safe file writes), ``cli`` (one-line errors of the
   command-line tools), ``download`` (resumable, checksummed HTTP), ``lr_schedule``,
   ``config`` (profiles and overrides), ``cifar10`` (the binary format, preparing
-  the data), ``distributed`` (rank and group size; imports MindSpore's
+  the data), ``images`` (any picture to the network's input, the evaluation
+  pipeline's arithmetic), ``distributed`` (rank and group size; imports MindSpore's
   communication module only inside its functions), ``notebook`` (the chapters'
   parameter pattern and metric records);
 * tools that run MindSpore in other processes, or only inside a function:
   ``prepare``, ``launch`` (msrun), ``reproduce`` and ``results_page`` (papermill
-  runs of the chapters and the results page), ``bench``, ``lab`` (JupyterLab);
+  runs of the chapters and the results page), ``bench``, ``lab`` (JupyterLab),
+  ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only,
+  a checkpoint or MINDIR loads MindSpore inside the function);
 * object storage: ``staging``, ``local_s3``, ``sync``, ``job`` (a ModelArts-style
   job; it imports the training only when it runs).
 
@@ -43,7 +46,9 @@ MindSpore at top level, in the order they build on each other:
   (evaluate checkpoints), ``rank_dump`` (the callback a data-parallel worker
   adds with ``--rank_dump``);
 * ``rank_analysis``: chapter 7's reading and replay of those files (no training
-  worker imports it).
+  worker imports it);
+* ``export``: MINDIR, ONNX and INT8 exports of a run's checkpoint (chapter 8, and
+  the model of the in-browser page).
 """
 
 from msresnet.cpu_speed import apply_fast_isa
@@ -53,7 +58,7 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "download", "lr_schedule", "config", "cifar10",
     "distributed", "notebook", "prepare", "launch", "reproduce", "results_page", "bench",
-    "lab", "staging", "local_s3", "sync", "job",
+    "lab", "staging", "local_s3", "sync", "job", "images", "predict",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -36,18 +36,11 @@ import mindspore.dataset.transforms as transforms
 import mindspore.dataset.vision as vision
 
 from msresnet.cifar10 import FOLDER_NAME, REQUIRED_FILES, DatasetError, validate
-
-# Per-channel mean and std used by the MindSpore models repo (and many CIFAR-10
-# codebases). The means are the true per-channel pixel means of the training set;
-# the stds are smaller than the true per-pixel stds (~0.247, 0.243, 0.261), see
-# chapter 1 for the computation. We keep them so results compare with the repo.
-CIFAR10_MEAN: tuple[float, float, float] = (0.4914, 0.4822, 0.4465)
-CIFAR10_STD: tuple[float, float, float] = (0.2023, 0.1994, 0.2010)
+# The normalisation constants live with the MindSpore-free image code that a
+# deployed model shares (msresnet.images); re-exported here for the chapters.
+from msresnet.images import CIFAR10_MEAN, CIFAR10_STD, NATIVE_SIZE
 
 USAGES = ("train", "test")
-
-# Images are stored as 32x32; a resize to this size is skipped.
-NATIVE_SIZE = 32
 
 # Worker threads per pipeline stage when the caller does not choose (see
 # worker_count for the measurements behind these numbers).

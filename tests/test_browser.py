@@ -40,7 +40,6 @@ REPO = Path(__file__).resolve().parents[1]
 HTML = REPO / "_build" / "html"
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
-BUILD_COMMAND = [str(JUPYTER_BOOK), "build", ".", "-W", "-n", "--keep-going"]
 
 # --------------------------------------------------------------------------- the TOC
 
@@ -77,37 +76,6 @@ def source_title(stem: str) -> str:
 
 
 # --------------------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="session")
-def built_html() -> Path:
-    if not (HTML / "index.html").exists():
-        result = subprocess.run(BUILD_COMMAND, cwd=REPO, capture_output=True, text=True, timeout=1200)
-        assert result.returncode == 0, f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return HTML
-
-
-@pytest.fixture(scope="session")
-def base_url(built_html: Path):
-    with browser_check.serve_directory(built_html) as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
-def browser(playwright, tmp_path_factory):
-    """One headless Chromium (fresh profile) for the session, offline but for loopback."""
-    context = browser_check.launch(playwright, tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        yield context
-    finally:
-        context.close()
-
-
-@pytest.fixture(scope="session")
-def book(browser, base_url: str):
-    """The browser with external hosts stubbed, and the shared link checker."""
-    external = browser_check.stub_external_requests(browser)
-    return browser, browser_check.LinkChecker(base_url), external
-
 
 PAGES = toc_files()
 

@@ -32,6 +32,9 @@ EXPECTED_METRICS = {
     "07_data_parallel": {"workers", "identical_weight_tensors", "images_shared_between_ranks",
                          "max_epoch_loss_difference_1x64_vs_2x32", "images_per_second_1_worker",
                          "images_per_second_data_parallel"},
+    "08_export_deploy": {"samples", "checkpoint_top1", "onnx_max_logit_difference",
+                         "top1_onnx_int8_static", "images_per_s_onnx_int8_static",
+                         "images_per_s_onnx_fp32"},
 }
 NBVAL_METRICS = REPO_ROOT / "runs" / "nbval-metrics"
 

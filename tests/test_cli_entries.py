@@ -29,7 +29,7 @@ from msresnet.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "msresnet"
 # Every module with a command line; local_s3 is the tests' S3 server, not a reader's tool.
 ENTRIES = ("prepare", "train", "sweep", "job", "launch", "reproduce", "bench",
-           "results_page", "sync", "lab")
+           "results_page", "sync", "lab", "export", "predict")
 
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
@@ -212,3 +212,14 @@ def test_sync_source_that_does_not_exist(tmp_path: Path) -> None:
 def test_lab_port_out_of_range(tmp_path: Path) -> None:
     result = run_entry("lab", "--port", "70000", cwd=tmp_path)
     last_line(result, "--port: 70000 is not a TCP port")
+
+
+def test_export_checkpoint_without_its_run_config(tmp_path: Path) -> None:
+    (tmp_path / "best.ckpt").write_bytes(b"not a checkpoint")
+    last_line(run_entry("export", "best.ckpt", "--out", "out", cwd=tmp_path),
+              "best.ckpt: no config.yaml beside it")
+
+
+def test_predict_model_that_does_not_exist(tmp_path: Path) -> None:
+    last_line(run_entry("predict", "gone.onnx", "cat.png", cwd=tmp_path),
+              "cat.png: no such image file")

@@ -1,0 +1,127 @@
+"""The in-browser classifier page (book/classify.md) in headless Chromium.
+
+The page loads the committed INT8 model (web/classify/model.int8.onnx) with
+onnxruntime-web and classifies the sample test images it shows. The page's
+probabilities must be onnxruntime's in Python for the same files (same model, the
+same input bit for bit through msresnet.images), a click on a sample must show
+that top-1 in the page, and no console error or failed request may occur. The
+model's provenance (model.json) must describe the committed file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import browser_check
+from msresnet.cifar10 import CLASSES
+from msresnet.export import sha256
+from msresnet.images import model_input, read_image
+from msresnet.predict import softmax
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+WEB = REPO / "web" / "classify"
+# WebAssembly SIMD and onnxruntime's native kernels round the INT8 requantization
+# alike; measured largest probability difference: below 1e-6 (stated bound 1e-4).
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def metadata() -> dict:
+    return json.loads((WEB / "model.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def samples() -> list[dict]:
+    return json.loads((WEB / "samples.json").read_text())
+
+
+def test_model_json_describes_the_committed_model(metadata, samples):
+    model = WEB / metadata["model"]
+    assert model.stat().st_size == metadata["bytes"]
+    assert sha256(model) == metadata["sha256"]
+    assert metadata["input"] == {"name": "x", "shape": ["batch", 3, 32, 32]}
+    assert metadata["command"].startswith("python -m msresnet.export ")
+    assert 0 < metadata["best"]["top1"] <= 1
+    assert sorted(s["label"] for s in samples) == sorted(CLASSES)
+    assert all((WEB / s["file"]).is_file() for s in samples)
+
+
+def python_probabilities(metadata: dict, file: Path) -> np.ndarray:
+    session = ort.InferenceSession(str(WEB / metadata["model"]), providers=["CPUExecutionProvider"])
+    inputs = model_input(read_image(file), 32)[None]
+    return softmax(session.run(None, {"x": inputs})[0].astype(np.float64))[0]
+
+
+def test_page_predicts_what_python_predicts(book, base_url, metadata, samples):
+    context, _, _ = book
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"JavaScript exception: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    try:
+        page.goto(base_url + "book/classify.html", wait_until="load")
+        ready = page.evaluate("() => window.msresnetClassifier.ready.then(m => m.sha256)")
+        assert ready == metadata["sha256"]
+        page.wait_for_selector("#msresnet-classifier[data-state=ready]", timeout=60_000)
+        buttons = page.locator(".msresnet-samples button")
+        assert buttons.count() == len(samples)
+        worst = 0.0
+        for index, sample in enumerate(samples):
+            url = base_url + "classify/" + sample["file"]
+            in_page = np.array(page.evaluate("url => window.msresnetClassifier.classifyUrl(url)",
+                                             url))
+            in_python = python_probabilities(metadata, WEB / sample["file"])
+            assert in_page.shape == (10,)
+            assert in_page.argmax() == in_python.argmax(), sample
+            worst = max(worst, float(np.abs(in_page - in_python).max()))
+            # and the page's own display: a click shows that top-1 first
+            buttons.nth(index).click()
+            page.wait_for_function(
+                "want => document.querySelector('#msresnet-classifier').dataset.top1 === want"
+                " && document.querySelectorAll('.msresnet-top5 tbody tr').length === 5",
+                arg=CLASSES[int(in_python.argmax())], timeout=30_000)
+        assert worst < TOLERANCE, worst
+        print(f"largest probability difference page vs Python over {len(samples)} images: "
+              f"{worst:.1e}")
+    finally:
+        page.close()
+    assert not problems, problems
+
+
+def test_page_reports_a_model_that_does_not_load(browser, tmp_path):
+    """A missing model is shown on the page and logged, not silently ignored."""
+    site = tmp_path / "site"
+    (site / "classify" / "ort").mkdir(parents=True)
+    for file in (WEB / "ort").iterdir():
+        (site / "classify" / "ort" / file.name).symlink_to(file)
+    (site / "classify" / "classify.js").symlink_to(WEB / "classify.js")
+    meta = json.loads((WEB / "model.json").read_text())
+    meta["model"] = "missing.onnx"
+    (site / "classify" / "model.json").write_text(json.dumps(meta))
+    (site / "page.html").write_text(
+        '<div id="msresnet-classifier"><p class="msresnet-status"></p>'
+        '<div class="msresnet-samples"></div><div class="msresnet-drop"><input type="file">'
+        '</div><div class="msresnet-result"></div></div>'
+        '<script src="classify/ort/ort.wasm.min.js"></script>'
+        '<script src="classify/classify.js"></script>')
+    with browser_check.serve_directory(site) as url:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        try:
+            page.goto(url + "page.html", wait_until="load")
+            page.wait_for_selector("#msresnet-classifier[data-state=error]", timeout=60_000)
+            status = page.locator(".msresnet-status").inner_text()
+        finally:
+            page.close()
+    assert status.startswith("The model could not be loaded")
+    assert errors

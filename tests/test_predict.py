@@ -1,0 +1,212 @@
+"""python -m msresnet.predict and msresnet.export: every model format, any picture, clear errors.
+
+One ResNet50 with random weights (a run folder with its config.yaml) is exported to
+MINDIR and ONNX for a batch of 4; the three formats must give the checkpoint's
+probabilities for pictures of any size, fed in padded batches, and every wrong
+input must end in one line naming the file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
+import mindspore as ms
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from PIL import Image
+
+from msresnet import export, predict
+from msresnet.config import load_config
+from msresnet.model import resnet50
+
+BATCH = 4
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("predict")
+    run = root / "run"
+    run.mkdir()
+    config = load_config("smoke")
+    (run / "config.yaml").write_text(config.to_yaml())
+    ms.set_seed(3)
+    net = resnet50(num_classes=10, stem=config.stem)
+    net.set_train(False)
+    ms.save_checkpoint(net, str(run / "best.ckpt"))
+    loaded = export.network_for(run / "best.ckpt", export.run_config(run / "best.ckpt"))
+    paths = {"ckpt": run / "best.ckpt"}
+    for suffix in (".mindir", ".onnx"):
+        paths[suffix[1:]] = export.export_graph(loaded, root / f"resnet50{suffix}", BATCH, 32)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def pictures(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("pictures")
+    rng = np.random.default_rng(0)
+    files = []
+    for index, (height, width) in enumerate([(32, 32), (64, 96), (200, 150), (32, 32),
+                                             (40, 40), (33, 70)]):
+        file = root / f"p{index}.{'jpg' if index % 2 else 'png'}"
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(file)
+        files.append(file)
+    grey = root / "grey.png"
+    Image.fromarray(rng.integers(0, 256, (50, 50), dtype=np.uint8)).save(grey)
+    return [*files, grey]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "msresnet.predict", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_every_format_gives_the_checkpoint_probabilities(models, pictures):
+    results = {}
+    for kind, path in models.items():
+        model = predict.open_model(path)
+        assert model.image_size == 32
+        assert model.batch_size == (None if kind == "ckpt" else BATCH)
+        inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures])
+        results[kind] = predict.softmax(model.logits(inputs).astype(np.float64))
+    assert results["ckpt"].shape == (len(pictures), 10)
+    # 7 pictures: the checkpoint runs them as one batch, the graphs in two padded
+    # batches of 4, so only the last digits may differ
+    assert np.abs(results["mindir"] - results["ckpt"]).max() < 1e-5
+    assert np.abs(results["onnx"] - results["ckpt"]).max() < 1e-5
+
+
+def test_mindir_is_the_checkpoint_bit_for_bit_at_its_batch(models, pictures):
+    inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures[:BATCH]])
+    ckpt = predict.open_model(models["ckpt"]).logits(inputs)
+    assert np.array_equal(predict.open_model(models["mindir"]).logits(inputs), ckpt)
+
+
+def test_padding_gives_the_unpadded_answers(models, pictures):
+    model = predict.open_model(models["onnx"])
+    inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures])
+    whole = model.logits(inputs)
+    one_by_one = np.concatenate([model.logits(inputs[i:i + 1]) for i in range(len(inputs))])
+    assert np.abs(whole - one_by_one).max() < 1e-5
+
+
+def test_cli_prints_top5_for_any_picture(models, pictures):
+    result = run_cli(models["onnx"], *pictures[:3], "--top", "3")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"model: {models['onnx']} (ONNX (onnxruntime), input 32x32)")
+    assert sum(line.endswith(":") for line in lines) == 3
+    ranked = [line for line in lines if line.startswith("  ")]
+    assert len(ranked) == 9 and ranked[0].startswith("  1. ") and ranked[2].startswith("  3. ")
+    probabilities = [float(line.split()[-1].rstrip("%")) for line in ranked[:3]]
+    assert probabilities == sorted(probabilities, reverse=True)
+
+
+def test_cli_reads_a_checkpoint_with_its_run_config(models, pictures):
+    result = run_cli(models["ckpt"], pictures[0])
+    assert result.returncode == 0, result.stderr
+    assert "checkpoint (" in result.stdout and result.stdout.count("  5. ") == 1
+
+
+@pytest.mark.parametrize("case", ["not-an-image", "missing-image", "missing-model",
+                                  "corrupt-onnx", "corrupt-mindir", "unknown-suffix",
+                                  "no-config", "wrong-input", "wrong-output", "bad-top"])
+def test_cli_errors_are_one_line(case, models, pictures, tmp_path):
+    picture = pictures[0]
+    model = models["onnx"]
+    expected = ""
+    if case == "not-an-image":
+        picture = tmp_path / "notes.png"
+        picture.write_text("hello")
+        expected = "notes.png: not an image Pillow can read"
+    elif case == "missing-image":
+        picture = tmp_path / "gone.jpg"
+        expected = "gone.jpg: no such image file"
+    elif case == "missing-model":
+        model = tmp_path / "gone.onnx"
+        expected = "gone.onnx: no such model file"
+    elif case in ("corrupt-onnx", "corrupt-mindir"):
+        suffix = case.split("-")[1]
+        model = tmp_path / f"bad.{suffix}"
+        model.write_bytes(b"\x00garbage" * 100)
+        expected = f"bad.{suffix}: not a" + (" MINDIR file" if suffix == "mindir" else "n ONNX model")
+    elif case == "unknown-suffix":
+        model = tmp_path / "model.pt"
+        model.write_bytes(b"x")
+        expected = "unknown model type '.pt'"
+    elif case == "no-config":
+        model = tmp_path / "lonely.ckpt"
+        model.write_bytes(models["ckpt"].read_bytes())
+        expected = "lonely.ckpt: no config.yaml beside it"
+    elif case in ("wrong-input", "wrong-output"):
+        shape, classes = ([1, 1, 28, 28], 10) if case == "wrong-input" else ([1, 3, 32, 32], 7)
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])
+        node = helper.make_node("Flatten", ["x"], ["flat"])
+        weight = helper.make_tensor("w", TensorProto.FLOAT, [int(np.prod(shape[1:])), classes],
+                                    np.zeros(int(np.prod(shape[1:])) * classes).tolist())
+        gemm = helper.make_node("MatMul", ["flat", "w"], ["y"])
+        graph = helper.make_graph([node, gemm], "g", [x], [y], [weight])
+        model = tmp_path / f"{case}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+        expected = ("takes input of shape (1, 1, 28, 28)" if case == "wrong-input"
+                    else "gives output of shape (1, 7)")
+    elif case == "bad-top":
+        result = run_cli(model, picture, "--top", "11")
+        assert result.returncode == 2 and "--top must be between 1 and 10" in result.stderr
+        return
+    result = run_cli(model, picture)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert expected in result.stderr, result.stderr
+    assert result.stdout == ""
+
+
+def test_export_refuses_wrong_requests(models, tmp_path):
+    net = export.network_for(models["ckpt"], export.run_config(models["ckpt"]))
+    with pytest.raises(export.ExportError, match=r"model\.air: the suffix must be one of"):
+        export.export_graph(net, tmp_path / "model.air", 1, 32)
+    with pytest.raises(export.ExportError, match="must be >= 1"):
+        export.export_graph(net, tmp_path / "model.onnx", 0, 32)
+    with pytest.raises(export.ExportError, match="no config.yaml beside it"):
+        export.run_config(tmp_path / "other.ckpt")
+
+
+def test_export_replaces_a_read_only_file(models, tmp_path):
+    net = export.network_for(models["ckpt"], export.run_config(models["ckpt"]))
+    first = export.export_graph(net, tmp_path / "m.onnx", 2, 32)
+    assert not first.stat().st_mode & 0o200  # MindSpore writes it read-only
+    again = export.export_graph(net, tmp_path / "m.onnx", 1, 32)
+    assert onnx.load(str(again)).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
+
+
+def test_batch_symbol_and_reshape_refusal(models, tmp_path):
+    dynamic = export.make_batch_dynamic(models["onnx"], tmp_path / "dyn.onnx")
+    model = predict.open_model(dynamic)
+    assert model.batch_size is None
+    counts = export.operator_counts(dynamic)
+    assert counts["Conv"] == 53 and "Reshape" not in counts
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [2, 4])
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"])], "g", [x], [y],
+                              [shape])
+    onnx.save(helper.make_model(graph), tmp_path / "reshape.onnx")
+    with pytest.raises(export.ExportError, match="Reshape nodes may store the batch size"):
+        export.make_batch_dynamic(tmp_path / "reshape.onnx", tmp_path / "out.onnx")
+
+
+def test_int8_is_smaller_and_close(models, tmp_path, pictures):
+    dynamic = export.make_batch_dynamic(models["onnx"], tmp_path / "dyn.onnx")
+    inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures])
+    int8 = export.quantize_int8(dynamic, tmp_path / "int8.onnx", [inputs[:4], inputs[4:]])
+    assert int8.stat().st_size < 0.3 * dynamic.stat().st_size
+    fp32 = predict.open_model(dynamic).logits(inputs)
+    quantized = predict.open_model(int8).logits(inputs)
+    assert "DequantizeLinear" in export.operator_counts(int8)
+    # random weights give small logits: the INT8 error stays well below their spread
+    assert np.abs(quantized - fp32).max() < 0.5 * fp32.std() + 1e-3

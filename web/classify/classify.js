@@ -1,0 +1,177 @@
+/*
+ * The book's in-browser classifier (book/classify.md): the reference run's best
+ * checkpoint, exported to a static INT8 ONNX graph by `python -m msresnet.export
+ * --browser`, run by onnxruntime-web's WebAssembly backend (pinned in
+ * package.json, served from ./ort/, no CDN).
+ *
+ * A picture becomes the network's input exactly as msresnet/images.py does it:
+ * the largest centred square, resized to the model's size (no resize for a 32x32
+ * CIFAR-10 image), then (pixel / 255 - mean) / std per channel in float32
+ * (Math.fround after every operation), channels first. tests/test_classify_page.py
+ * checks that the page's probabilities are onnxruntime's in Python for the same
+ * files.
+ */
+(function () {
+  "use strict";
+
+  const base = new URL(".", document.currentScript.src).href;
+  const CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
+                   "dog", "frog", "horse", "ship", "truck"];
+  const MEAN = [0.4914, 0.4822, 0.4465].map(Math.fround);
+  const STD = [0.2023, 0.1994, 0.2010].map(Math.fround);
+  const SCALE = Math.fround(1 / 255);
+
+  ort.env.wasm.wasmPaths = base + "ort/";
+  ort.env.wasm.numThreads = 1;  // threads need cross-origin isolation, which a static host lacks
+
+  const metadata = fetch(base + "model.json").then((r) => {
+    if (!r.ok) throw new Error(`model.json: HTTP ${r.status}`);
+    return r.json();
+  });
+  const session = metadata.then((meta) =>
+    ort.InferenceSession.create(base + meta.model, {executionProviders: ["wasm"]}));
+
+  function pixels(source, size) {
+    const width = source.naturalWidth || source.width;
+    const height = source.naturalHeight || source.height;
+    const side = Math.min(width, height);
+    const canvas = document.createElement("canvas");
+    canvas.width = size;
+    canvas.height = size;
+    const context = canvas.getContext("2d", {willReadFrequently: true});
+    context.drawImage(source, Math.floor((width - side) / 2), Math.floor((height - side) / 2),
+                      side, side, 0, 0, size, size);
+    return context.getImageData(0, 0, size, size).data;  // RGBA, row by row
+  }
+
+  function toInput(rgba, size) {
+    const plane = size * size;
+    const input = new Float32Array(3 * plane);
+    for (let i = 0; i < plane; i++) {
+      for (let c = 0; c < 3; c++) {
+        const scaled = Math.fround(rgba[4 * i + c] * SCALE);
+        input[c * plane + i] = Math.fround(Math.fround(scaled - MEAN[c]) / STD[c]);
+      }
+    }
+    return input;
+  }
+
+  function softmax(logits) {
+    const top = Math.max(...logits);
+    const exp = Array.from(logits, (v) => Math.exp(v - top));
+    const sum = exp.reduce((a, b) => a + b, 0);
+    return exp.map((v) => v / sum);
+  }
+
+  async function classify(source) {
+    const meta = await metadata;
+    const size = meta.input.shape[2];
+    const input = new ort.Tensor("float32", toInput(pixels(source, size), size), [1, 3, size, size]);
+    const model = await session;
+    const output = await model.run({[meta.input.name]: input});
+    return softmax(output[model.outputNames[0]].data);
+  }
+
+  function loadImage(url) {
+    return new Promise((resolve, reject) => {
+      const image = new Image();
+      image.onload = () => resolve(image);
+      image.onerror = () => reject(new Error(`cannot load the picture ${url}`));
+      image.src = url;
+    });
+  }
+
+  // For the book's tests and for readers' consoles: probabilities of a picture URL.
+  window.msresnetClassifier = {
+    ready: session.then(() => metadata),
+    classifyUrl: async (url) => classify(await loadImage(url)),
+    classes: CLASSES,
+  };
+
+  function show(root, probabilities, picture, caption) {
+    const ranked = probabilities.map((p, i) => [p, i]).sort((a, b) => b[0] - a[0]).slice(0, 5);
+    const result = root.querySelector(".msresnet-result");
+    result.replaceChildren();
+    const figure = document.createElement("figure");
+    const shown = document.createElement("img");
+    shown.src = picture;
+    shown.alt = caption;
+    shown.className = "msresnet-shown";
+    const text = document.createElement("figcaption");
+    text.textContent = caption;
+    figure.append(shown, text);
+    const table = document.createElement("table");
+    table.className = "msresnet-top5";
+    table.innerHTML = "<thead><tr><th>class</th><th>probability</th></tr></thead>";
+    const body = document.createElement("tbody");
+    for (const [p, i] of ranked) {
+      const row = document.createElement("tr");
+      row.dataset.class = CLASSES[i];
+      const name = document.createElement("td");
+      name.textContent = CLASSES[i];
+      const value = document.createElement("td");
+      value.textContent = (100 * p).toFixed(2) + " %";
+      row.append(name, value);
+      body.append(row);
+    }
+    table.append(body);
+    result.append(figure, table);
+    root.dataset.state = "classified";
+    root.dataset.top1 = CLASSES[ranked[0][1]];
+  }
+
+  async function start(root) {
+    const status = root.querySelector(".msresnet-status");
+    try {
+      const meta = await window.msresnetClassifier.ready;
+      const best = meta.best || {};
+      status.textContent = `Model loaded: ${meta.model} (${(meta.bytes / 1e6).toFixed(1)} MB), ` +
+        `from ${best.source || meta.checkpoint}, top-1 ${(100 * best.top1).toFixed(2)} % on ` +
+        `${best.evaluated_on ? best.evaluated_on.images : "?"} test images before quantization.`;
+      root.dataset.state = "ready";
+    } catch (error) {
+      status.textContent = `The model could not be loaded: ${error.message}`;
+      root.dataset.state = "error";
+      console.error(error);
+      return;
+    }
+    const samples = await (await fetch(base + "samples.json")).json();
+    const gallery = root.querySelector(".msresnet-samples");
+    for (const sample of samples) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.title = `a test image labelled ${sample.label}`;
+      const image = document.createElement("img");
+      image.src = base + sample.file;
+      image.alt = sample.label;
+      button.append(image);
+      button.addEventListener("click", async () => {
+        const probabilities = await window.msresnetClassifier.classifyUrl(image.src);
+        show(root, probabilities, image.src, `test image, labelled ${sample.label}`);
+      });
+      gallery.append(button);
+    }
+    const own = async (file) => {
+      if (!file) return;
+      const url = URL.createObjectURL(file);
+      try {
+        const probabilities = await window.msresnetClassifier.classifyUrl(url);
+        show(root, probabilities, url, `your picture: ${file.name}`);
+      } catch (error) {
+        status.textContent = `${file.name}: ${error.message}`;
+      }
+    };
+    root.querySelector("input[type=file]").addEventListener("change", (e) => own(e.target.files[0]));
+    const drop = root.querySelector(".msresnet-drop");
+    drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+    drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+    drop.addEventListener("drop", (e) => {
+      e.preventDefault();
+      drop.classList.remove("over");
+      own(e.dataTransfer.files[0]);
+    });
+  }
+
+  const root = document.getElementById("msresnet-classifier");
+  if (root) start(root);
+})();
