@@ -61,7 +61,11 @@ REFERENCE_RUN ?= runs/cpu-reference/train
 browser-model: venv data
 	$(PY) -m msresnet.export $(REFERENCE_RUN)/best.ckpt --browser --out web/classify
 
+# Always a full build (about 10 s): an incremental Sphinx build that finds no page
+# out of date skips copying html_extra_path, so an edited web/classify/ file would
+# not reach _build/html (seen with classify.js).
 book-html: venv web-deps
+	rm -rf _build
 	$(JB) build . -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 

@@ -152,30 +152,22 @@ def _checkpoint(path: Path, config_source: str | None) -> Predictor:
     import msresnet  # noqa: F401 - the CPU setting before MindSpore runs anything
     import mindspore as ms
 
-    from msresnet.checkpoints import CheckpointError, load_strict
-    from msresnet.config import load_config
-    from msresnet.model import resnet50
-    from msresnet.train import CONFIG_FILE
+    from msresnet.checkpoints import CheckpointError
+    from msresnet.export import ExportError, network_for, run_config
 
-    if config_source is None:
-        beside = path.parent / CONFIG_FILE
-        if not beside.is_file():
-            raise ModelError(f"{path}: no {CONFIG_FILE} beside it to say which network it holds "
-                             "(stem, classes, image size); pass --config PROFILE_OR_YAML")
-        config_source = str(beside)
-    config = load_config(config_source)
-    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-    net = resnet50(num_classes=config.num_classes, stem=config.stem)
     try:
-        load_strict(net, path)
-    except CheckpointError as err:
+        config = run_config(path, config_source)
+        ms.set_context(mode=ms.GRAPH_MODE)
+        ms.set_device("CPU")
+        net = network_for(path, config)
+    except (ExportError, CheckpointError) as err:
         raise ModelError(str(err)) from None
-    net.set_train(False)
+    source = config_source or f"{path.parent.name}/config.yaml"
 
     def run(batch_images: np.ndarray) -> np.ndarray:
         return net(ms.Tensor(batch_images)).asnumpy()
 
-    return Predictor(path, f"checkpoint ({config_source})", config.image_size, None, run)
+    return Predictor(path, f"checkpoint, network from {source}", config.image_size, None, run)
 
 
 def open_model(path: str | os.PathLike[str], config: str | None = None) -> Predictor:

@@ -128,7 +128,6 @@
       status.textContent = `Model loaded: ${meta.model} (${(meta.bytes / 1e6).toFixed(1)} MB), ` +
         `from ${best.source || meta.checkpoint}, top-1 ${(100 * best.top1).toFixed(2)} % on ` +
         `${best.evaluated_on ? best.evaluated_on.images : "?"} test images before quantization.`;
-      root.dataset.state = "ready";
     } catch (error) {
       status.textContent = `The model could not be loaded: ${error.message}`;
       root.dataset.state = "error";
@@ -170,6 +169,7 @@
       drop.classList.remove("over");
       own(e.dataTransfer.files[0]);
     });
+    root.dataset.state = "ready";  // model loaded, samples shown, inputs wired
   }
 
   const root = document.getElementById("msresnet-classifier");
