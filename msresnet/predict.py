@@ -157,8 +157,9 @@ def _checkpoint(path: Path, config_source: str | None) -> Predictor:
 
     try:
         config = run_config(path, config_source)
+        # graph mode, on MindSpore's default device (the CPU here); the device is
+        # not set, since a process that already ran MindSpore may not change it
         ms.set_context(mode=ms.GRAPH_MODE)
-        ms.set_device("CPU")
         net = network_for(path, config)
     except (ExportError, CheckpointError) as err:
         raise ModelError(str(err)) from None

@@ -242,3 +242,29 @@ def test_the_browser_model_keeps_the_reference_accuracy():
     accuracy = correct / len(images)
     assert meta["best"]["evaluated_on"]["images"] == len(images) == 10_000
     assert abs(accuracy - meta["best"]["top1"]) <= 0.02, (accuracy, meta["best"]["top1"])
+
+
+def test_cli_on_real_test_images_with_the_browser_model():
+    """The committed sample test images through the CLI and the committed INT8 model:
+    the printed top-1 is onnxruntime's own, and the printed probability matches."""
+    import json
+    import re
+
+    import onnxruntime as ort
+
+    from msresnet.paths import REPO_ROOT
+
+    web = REPO_ROOT / "web" / "classify"
+    samples = json.loads((web / "samples.json").read_text())
+    files = [web / sample["file"] for sample in samples]
+    result = run_cli(web / "model.int8.onnx", *files, "--top", "1")
+    assert result.returncode == 0, result.stderr
+    printed = re.findall(r"^  1\. (\w+)\s+([\d.]+)%$", result.stdout, flags=re.M)
+    assert len(printed) == len(files)
+    session = ort.InferenceSession(str(web / "model.int8.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    inputs = np.stack([predict.model_input(predict.read_image(f), 32) for f in files])
+    probabilities = predict.softmax(session.run(None, {"x": inputs})[0].astype(np.float64))
+    for (name, percent), row in zip(printed, probabilities):
+        assert name == predict.CLASSES[int(row.argmax())]
+        assert abs(float(percent) - 100 * row.max()) < 0.006
