@@ -74,8 +74,17 @@ def load_rank(directory: str | os.PathLike[str], rank: int) -> RankRecord:
 
 def step_times(records: Sequence[RankRecord], first_epoch: int = 2) -> np.ndarray:
     """Wall time of every step from epoch ``first_epoch`` on (epoch 1 includes graph
-    compilation), the slowest rank's for each step: the job moves at its pace."""
-    chosen = records[0].step_epochs >= first_epoch
+    compilation), the slowest rank's for each step: the job moves at its pace.
+
+    A job shorter than that (one epoch) gives its steps after the first, which
+    compiled; a job of one step gives that step, compilation included.
+    """
+    epochs = records[0].step_epochs
+    chosen = epochs >= first_epoch
+    if not chosen.any():
+        chosen = np.arange(len(epochs)) >= 1
+    if not chosen.any():
+        chosen = np.ones(len(epochs), dtype=bool)
     return np.max([r.step_seconds[chosen] for r in records], axis=0)
 
 
