@@ -155,11 +155,8 @@ def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
 
 def sha256(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file (the provenance of an exported model)."""
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def calibration_batches(data_dir: str | os.PathLike[str], images: int, batch_size: int,
