@@ -30,7 +30,8 @@ that never train:
   parameter pattern and metric records);
 * tools that run MindSpore in other processes, or only inside a function:
   ``prepare``, ``launch`` (msrun), ``reproduce`` and ``results_page`` (papermill
-  runs of the chapters and the results page), ``bench``, ``lab`` (JupyterLab),
+  runs of the chapters and the results page), ``bench`` (the training step),
+  ``pipeline_bench`` (the data pipeline, alone and in training), ``lab`` (JupyterLab),
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only,
   a checkpoint or MINDIR loads MindSpore inside the function);
 * object storage: ``staging``, ``local_s3``, ``sync``, ``job`` (a ModelArts-style
@@ -38,8 +39,9 @@ that never train:
 
 MindSpore at top level, in the order they build on each other:
 
-* ``losses``, ``flops``, ``model`` (ResNet50), ``pipeline`` (``mindspore.dataset``),
-  ``checkpoints``, ``callbacks``;
+* ``losses``, ``flops``, ``model`` (ResNet50), ``convert_mindrecord`` (CIFAR-10 to
+  MindRecord, ``mindspore.mindrecord``), ``pipeline`` (``mindspore.dataset``: the
+  binary files, MindRecord or arrays in memory), ``checkpoints``, ``callbacks``;
 * ``factories``: network, optimizer, loss, metrics, device setting and datasets
   from a config, shared by the three below;
 * ``train`` (``train_and_evaluate`` and ``python -m msresnet.train``), ``sweep``
@@ -58,7 +60,7 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "download", "lr_schedule", "config", "cifar10",
     "distributed", "notebook", "prepare", "launch", "reproduce", "results_page", "bench",
-    "lab", "staging", "local_s3", "sync", "job", "images", "predict",
+    "lab", "staging", "local_s3", "sync", "job", "images", "predict", "pipeline_bench",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -16,9 +16,10 @@ int32, then ``batch``. Where this module differs, and why:
   224; smoke runs stay at 32 where a resize would be a costly identity), and the
   evaluation pipeline uses the same size as training (the models repo also does,
   through ``train_image_size``).
-* Worker threads are capped at ``os.cpu_count()`` and default to 1 per stage on
-  small machines, measured on a 2-core machine (see :func:`worker_count`), instead
-  of 12/8 capped at the core count; ``ds.config.set_prefetch_size(64)`` is not set (the default of 16
+* Worker threads are capped at the usable cores and default to a count whose sum
+  over the pipeline's operations stays within them, 1 per stage on small machines,
+  measured on a 2-core machine (see :func:`worker_count`), instead of 12/8 capped
+  at the core count; ``ds.config.set_prefetch_size(64)`` is not set (the default of 16
   rows is enough when the network, not the pipeline, is the bottleneck).
 * A seed makes the pipeline repeatable, ``num_samples`` cuts it short for smoke
   runs, and sharding is explicit (``num_shards``, ``shard_id``) instead of being
@@ -31,20 +32,26 @@ import os
 from pathlib import Path
 
 import mindspore as ms
+import numpy as np
 import mindspore.dataset as ds
 import mindspore.dataset.transforms as transforms
 import mindspore.dataset.vision as vision
 
-from msresnet.cifar10 import FOLDER_NAME, REQUIRED_FILES, DatasetError, validate
+from msresnet.cifar10 import FOLDER_NAME, REQUIRED_FILES, DatasetError, read_records, validate
+from msresnet.convert_mindrecord import SPLIT_FILES, check_file, mindrecord_path
 # The normalisation constants live with the MindSpore-free image code that a
 # deployed model shares (msresnet.images); re-exported here for the chapters.
 from msresnet.images import CIFAR10_MEAN, CIFAR10_STD, NATIVE_SIZE
 
 USAGES = ("train", "test")
+SOURCES = ("binary", "mindrecord", "numpy")
+"""The three ways to feed the same images (chapter 9): ``Cifar10Dataset`` on the
+binary files, ``MindDataset`` on a MindRecord file of PNG images
+(:mod:`msresnet.convert_mindrecord`), ``GeneratorDataset`` over NumPy arrays in memory."""
 
 # Worker threads per pipeline stage when the caller does not choose (see
-# worker_count for the measurements behind these numbers).
-SMALL_MACHINE_CORES = 4  # up to this many cores: one worker per stage
+# worker_count for the rule and the measurements behind it).
+STAGES = 4  # operations that get workers: the reader, the label map, the image map, batch
 MAX_AUTO_WORKERS = 8  # the models repo's map-worker count, for big hosts
 
 
@@ -52,36 +59,47 @@ class PipelineError(ValueError):
     """A pipeline argument is invalid; the message names the argument and value."""
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, ``msrun
+    --bind_core``, a container's cpuset), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def worker_count(requested: int | None = None) -> int:
-    """Worker threads for one pipeline stage, never more than ``os.cpu_count()``.
+    """Worker threads for one pipeline stage, never more than :func:`usable_cores`.
 
-    MindSpore's own default (8 per stage) fails on small machines, so every stage
-    of :func:`create_dataset` gets an explicit count. An explicit request above
-    the core count is capped (more threads than cores only adds contention); 0,
-    negative and non-integer requests raise :class:`PipelineError`.
+    MindSpore's own default (8 per operation) is refused on machines with fewer
+    cores, so every stage of :func:`create_dataset` gets an explicit count. An
+    explicit request above the usable cores is capped (more threads than cores only
+    adds contention); 0, negative and non-integer requests raise
+    :class:`PipelineError`.
 
-    ``None`` means "auto": 1 on machines with up to :data:`SMALL_MACHINE_CORES`
-    cores, else half the cores but at most :data:`MAX_AUTO_WORKERS`.
+    ``None`` means "auto", the book's rule: the workers of the :data:`STAGES`
+    operations together stay within the usable cores, as MindSpore's guide to
+    pipeline performance asks (the sum of ``num_parallel_workers`` over all
+    operations no greater than the cores), with at least 1 and at most
+    :data:`MAX_AUTO_WORKERS` per operation: 1 up to 7 cores, 2 from 8, 4 from 16,
+    8 from 32. Pinning the process (or ``msrun --bind_core``) lowers it, so the
+    processes of one host share its cores instead of each taking all of them.
 
-    Why 1 on small machines, measured on the book's 2-core test machine (MindSpore
-    2.10 CPU, the book's ResNet50 at 32x32, batch 32, chapter 1 has the table): on
-    its own the pipeline makes 8,000-15,000 training images/s at 32x32 (1,200-2,300
-    at 224x224) with 1 or 2 workers, while a training step consumes about 75
-    images/s. Fed by the pipeline, training ran at 74 images/s (mean of 14 runs)
-    with 1 worker per stage, 71 (15 runs) with 2 and 77 (13 runs) on synthetic
-    tensors, run-to-run spread about 8: a second worker bought nothing and if
-    anything cost a little, because every data thread competes with MindSpore's
-    compute threads for the same two cores. One worker also gives the same
-    augmentation stream on every small machine (the worker count is part of what
-    a seed reproduces). Big hosts feed GPUs or Ascend cards that consume thousands
-    of 224x224 images/s, more than one thread makes, hence the models repo's 8
-    there, leaving half the cores to the framework (not measured: no such machine).
+    Why 1 is enough on small machines, measured on the book's idle 2-core machine
+    (chapter 9, ``results/pipeline/``): alone, the pipeline with 1 worker per stage
+    delivers about 25,000 training images/s at 32x32 while ResNet50 trains at
+    about 75; trained from it, the network runs as fast as on a fixed synthetic
+    batch (72 against 72 images/s, median of two runs, and the same pinned to one
+    core: 37 against 37), and the step waits for data 0.05 % of its time. A second
+    worker per stage starts 4 more threads and changes nothing beyond the
+    run-to-run spread. One worker also gives the same augmentation stream on every
+    small machine (the worker count is part of what a seed reproduces). Big hosts
+    feed GPUs or Ascend cards that consume thousands of 224x224 images/s, more than
+    one thread makes, hence more workers there (not measured: no such machine).
     """
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if requested is None:
-        if cores <= SMALL_MACHINE_CORES:
-            return 1
-        return max(1, min(MAX_AUTO_WORKERS, cores // 2))
+        return max(1, min(MAX_AUTO_WORKERS, cores // STAGES))
     if isinstance(requested, bool) or not isinstance(requested, int):
         raise PipelineError(f"num_workers must be a positive int or None, got {requested!r}")
     if requested < 1:
@@ -129,7 +147,9 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
                    training: bool | None = None, image_size: int = NATIVE_SIZE,
                    num_samples: int | None = None, num_shards: int | None = None,
                    shard_id: int | None = None, num_workers: int | None = None,
-                   shuffle: bool | None = None, seed: int | None = None) -> ds.Dataset:
+                   shuffle: bool | None = None, seed: int | None = None,
+                   source: str = "binary",
+                   mindrecord_dir: str | os.PathLike | None = None) -> ds.Dataset:
     """Batched CIFAR-10 with columns ``image`` (float32, N,3,H,W) and ``label`` (int32).
 
     Args:
@@ -149,6 +169,10 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
             seed and worker count give the same images, crops and flips run to run
             (the worker count is part of the recipe: 1 and 2 workers give
             different, each repeatable, augmentation streams).
+        source: where the images come from, one of :data:`SOURCES` (see
+            :func:`source_dataset`); the transforms and batches are the same.
+        mindrecord_dir: the folder of ``cifar10_<usage>.mindrecord`` for
+            ``source="mindrecord"``.
     """
     if usage not in USAGES:
         raise PipelineError(f"usage must be one of {USAGES}, got {usage!r}")
@@ -165,6 +189,8 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise PipelineError(f"seed must be a non-negative int or None, got {seed!r}")
 
+    if source not in SOURCES:
+        raise PipelineError(f"source must be one of {SOURCES}, got {source!r}")
     folder = Path(dataset_dir)
     _check_folder(folder)
     training = usage == "train" if training is None else bool(training)
@@ -178,11 +204,67 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
     if seed is not None:
         ds.config.set_seed(seed)
 
-    data = ds.Cifar10Dataset(str(folder), usage=usage, num_samples=num_samples,
-                             num_parallel_workers=workers, shuffle=shuffle,
-                             num_shards=num_shards, shard_id=shard_id)
+    data = source_dataset(source, folder, usage, shuffle=shuffle, num_samples=num_samples,
+                          num_shards=num_shards, shard_id=shard_id, num_workers=workers,
+                          mindrecord_dir=mindrecord_dir)
     data = data.map(operations=transforms.TypeCast(ms.int32), input_columns="label",
                     num_parallel_workers=workers)
     data = data.map(operations=image_transforms(training, image_size), input_columns="image",
                     num_parallel_workers=workers)
     return data.batch(batch_size, drop_remainder=training, num_parallel_workers=workers)
+
+
+class CifarArrays:
+    """A split of CIFAR-10 held in memory, for ``GeneratorDataset`` (random access).
+
+    ``GeneratorDataset`` samples a source that has ``__getitem__`` and ``__len__``
+    like it samples files: shuffling, ``num_samples`` and sharding work unchanged.
+    ~150 MB for the 50,000 training images (uint8, HWC, binary record order).
+    """
+
+    def __init__(self, dataset_dir: str | os.PathLike, usage: str = "train") -> None:
+        if usage not in USAGES:
+            raise PipelineError(f"usage must be one of {USAGES}, got {usage!r}")
+        parts = [read_records(Path(dataset_dir) / name) for name in SPLIT_FILES[usage]]
+        self.images = np.concatenate([images for images, _ in parts])
+        self.labels = np.concatenate([labels for _, labels in parts]).astype(np.int32)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.images[index], self.labels[index]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def source_dataset(source: str, dataset_dir: str | os.PathLike, usage: str, *,
+                   shuffle: bool, num_samples: int | None = None,
+                   num_shards: int | None = None, shard_id: int | None = None,
+                   num_workers: int = 1,
+                   mindrecord_dir: str | os.PathLike | None = None) -> ds.Dataset:
+    """Undecoded CIFAR-10 from one of :data:`SOURCES`: columns ``image`` (HWC uint8) and ``label``.
+
+    Every source yields the same pixels in the same (binary file) order when not
+    shuffled; ``mindrecord`` decodes its PNGs with ``vision.Decode`` (a real cost of
+    that format, part of what chapter 9 measures). ``mindrecord_dir`` defaults to
+    ``dataset_dir``'s parent folder's ``mindrecord`` folder.
+    """
+    folder = Path(dataset_dir)
+    shard = {"num_shards": num_shards, "shard_id": shard_id}
+    if source == "binary":
+        return ds.Cifar10Dataset(str(folder), usage=usage, num_samples=num_samples,
+                                 num_parallel_workers=num_workers, shuffle=shuffle, **shard)
+    if source == "mindrecord":
+        where = folder.parent / "mindrecord" if mindrecord_dir is None else Path(mindrecord_dir)
+        path = mindrecord_path(where, usage)
+        check_file(path)
+        data = ds.MindDataset(str(path), columns_list=["image", "label"],
+                              num_parallel_workers=num_workers, shuffle=shuffle,
+                              num_samples=num_samples, **shard)
+        return data.map(operations=vision.Decode(), input_columns="image",
+                        num_parallel_workers=num_workers)
+    if source == "numpy":
+        return ds.GeneratorDataset(CifarArrays(folder, usage), column_names=["image", "label"],
+                                   shuffle=shuffle, num_samples=num_samples,
+                                   num_parallel_workers=num_workers,
+                                   python_multiprocessing=False, **shard)
+    raise PipelineError(f"source must be one of {SOURCES}, got {source!r}")

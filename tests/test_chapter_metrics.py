@@ -35,6 +35,9 @@ EXPECTED_METRICS = {
     "08_export_deploy": {"samples", "checkpoint_top1", "onnx_max_logit_difference",
                          "top1_onnx_int8_static", "images_per_s_onnx_int8_static",
                          "images_per_s_onnx_fp32"},
+    "09_data_pipeline": {"mindrecord_train_records", "pipeline_images_per_s_binary_1",
+                         "pipeline_images_per_s_mindrecord_1", "pipeline_images_per_s_numpy_1",
+                         "threads_added_binary_1", "default_workers"},
 }
 NBVAL_METRICS = REPO_ROOT / "runs" / "nbval-metrics"
 

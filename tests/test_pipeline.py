@@ -8,6 +8,7 @@ folder has not been prepared (``make data``).
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,22 +47,37 @@ def normalise(images_hwc: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- worker_count
 
 def test_worker_count_is_capped_at_the_cores(monkeypatch):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: 2)
     assert worker_count(8) == 2
     assert worker_count(2) == 2
     assert worker_count(1) == 1
-    assert 1 <= worker_count(None) <= 2
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)
+    assert worker_count(None) == 1
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: 1)
     assert worker_count(None) == 1
     assert worker_count(4) == 1
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: None)  # unknown: be safe
-    assert worker_count(None) == 1
 
 
-@pytest.mark.parametrize("cores, auto", [(1, 1), (2, 1), (4, 1), (6, 3), (16, 8), (96, 8)])
-def test_worker_count_auto_is_sized_to_the_machine(monkeypatch, cores, auto):
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: cores)
+@pytest.mark.parametrize("cores, auto", [(1, 1), (2, 1), (4, 1), (7, 1), (8, 2), (16, 4),
+                                         (31, 7), (32, 8), (192, 8)])
+def test_worker_count_auto_keeps_the_stages_within_the_cores(monkeypatch, cores, auto):
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: cores)
     assert worker_count(None) == auto
+    assert auto * pipeline.STAGES <= max(cores, pipeline.STAGES)
+
+
+def test_usable_cores_follow_the_affinity() -> None:
+    import os
+    assert pipeline.usable_cores() == len(os.sched_getaffinity(0))
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to pin")
+    # the same in a process pinned to one core (taskset's way)
+    import subprocess
+    import sys
+    code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+            "import msresnet.pipeline as p; print(p.usable_cores(), p.worker_count(2))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["1", "1"]
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
@@ -251,3 +267,56 @@ def test_same_seed_same_batches_other_seed_other_batches():
     np.testing.assert_array_equal(a_labels, b_labels)
     c_images, _ = first(8)
     assert not np.array_equal(a_images, c_images)
+
+
+# ---------------------------------------------------------------- three ways to feed (chapter 9)
+
+@pytest.fixture(scope="module")
+def test_split_mindrecord(tmp_path_factory) -> Path:
+    from msresnet.convert_mindrecord import convert
+    out = tmp_path_factory.mktemp("mindrecord")
+    convert(DATA_DIR, out, "test")
+    return out
+
+
+@needs_data
+def test_three_sources_give_the_same_batches(test_split_mindrecord: Path) -> None:
+    """Unshuffled, the binary files, the MindRecord file and the in-memory arrays give
+    the same normalised images and labels, in the same order."""
+    got = {}
+    for source in pipeline.SOURCES:
+        data = create_dataset(DATA_DIR, "test", 50, num_samples=300, source=source,
+                              mindrecord_dir=test_split_mindrecord)
+        got[source] = batches(data)
+    reference = got["binary"]
+    assert len(reference) == 6
+    for source in ("mindrecord", "numpy"):
+        assert len(got[source]) == len(reference)
+        for (images, labels), (want_images, want_labels) in zip(got[source], reference):
+            assert labels.dtype == np.int32
+            assert np.array_equal(images, want_images), source
+            assert np.array_equal(labels, want_labels), source
+
+
+@needs_data
+def test_sources_shard_and_augment_alike(test_split_mindrecord: Path) -> None:
+    for source in pipeline.SOURCES:
+        shards = [batches(create_dataset(DATA_DIR, "test", 20, training=True, num_samples=60,
+                                         num_shards=2, shard_id=i, seed=3, source=source,
+                                         mindrecord_dir=test_split_mindrecord))
+                  for i in (0, 1)]
+        for shard in shards:
+            assert sum(len(labels) for _, labels in shard) == 60, source
+            assert shard[0][0].shape == (20, 3, 32, 32)
+
+
+@needs_data
+def test_missing_mindrecord_file_is_named(tmp_path: Path) -> None:
+    from msresnet.convert_mindrecord import MindRecordError
+    with pytest.raises(MindRecordError, match="cifar10_test.mindrecord: no such file"):
+        create_dataset(DATA_DIR, "test", 10, source="mindrecord", mindrecord_dir=tmp_path)
+
+
+def test_unknown_source_is_named() -> None:
+    with pytest.raises(PipelineError, match="source must be one of .* got 'tfrecord'"):
+        create_dataset(DATA_DIR, "test", 10, source="tfrecord")

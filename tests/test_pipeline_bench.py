@@ -1,0 +1,91 @@
+"""Tests of msresnet.pipeline_bench (chapter 9's measurements).
+
+The settings are checked before any process starts; one real measurement of the
+pipeline alone runs in a fresh process (about 10 s) and must report what the
+module promises: images/s, threads counted from the process, CPU use, memory.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from msresnet import pipeline_bench
+from msresnet.paths import DATA_ROOT
+from msresnet.pipeline_bench import GRIDS, PipelineBenchError, Setting
+
+DATA_DIR = DATA_ROOT / "cifar-10-batches-bin"
+needs_data = pytest.mark.skipif(not (DATA_DIR / "data_batch_1.bin").is_file(),
+                                reason=f"CIFAR-10 not prepared at {DATA_DIR} (run `make data`)")
+
+
+def test_sources_are_the_pipelines() -> None:
+    import msresnet  # noqa: F401
+    from msresnet import pipeline
+    assert pipeline_bench.SOURCES == pipeline.SOURCES
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"source": "tfrecord"}, "source must be one of"),
+    ({"transforms": "jax"}, "transforms must be one of"),
+    ({"workers": 0}, "workers must be a positive int, got 0"),
+    ({"batch_size": True}, "batch_size must be a positive int"),
+    ({"cores": 0}, "cores must be in 1.."),
+    ({"cores": (os.cpu_count() or 1) + 1}, "cores must be in 1.."),
+])
+def test_bad_settings_are_named(change: dict, message: str) -> None:
+    with pytest.raises(PipelineBenchError, match=message):
+        Setting(**change).check()
+
+
+def test_grids_are_valid_and_never_ask_for_more_workers_than_cores() -> None:
+    for name, make in GRIDS.items():
+        settings = make()
+        assert settings, name
+        for setting in settings:
+            setting.check()
+            if setting.global_workers is None:
+                assert setting.workers <= (os.cpu_count() or 1), (name, setting)
+    train = GRIDS["train"]()
+    assert {s.cores for s in train} == {None, 1, 2}
+    assert sum(s.synthetic for s in train) == 3
+
+
+def test_summary_is_the_median_and_keeps_errors() -> None:
+    setting = {"label": "x", "source": "binary", "workers": 1, "cores": None, "train_steps": 0}
+    runs = [{"setting": setting, "images_per_s": v, "threads_before": 2, "threads_max": 16,
+             "threads_added": 14, "cpu_cores": 1.5, "rss_mb": 500.0, "rss_added_mb": 100.0,
+             "data_wait_share": None} for v in (10.0, 30.0, 20.0)]
+    summary = pipeline_bench.summarise(runs)
+    assert summary["images_per_s"] == 20.0 and summary["images_per_s_runs"] == [10.0, 30.0, 20.0]
+    failed = pipeline_bench.summarise([{"setting": setting, "error": "Invalid Parameter, 8"}])
+    table = pipeline_bench.format_table({"results": [summary, failed]})
+    assert "error: Invalid Parameter, 8" in table and "20" in table
+
+
+def test_error_line_keeps_mindsporess_message() -> None:
+    text = ("RuntimeError: worker exited\npython -m x: error: RuntimeError: Syntax error. ---- "
+            "[ERROR] Invalid Parameter, num_parallel_workers exceeds the boundary between 1 and 2, "
+            "as got 8. ------ C++ Call Stack")
+    assert pipeline_bench._error_line(text) == ("Invalid Parameter, num_parallel_workers exceeds "
+                                                "the boundary between 1 and 2, as got 8.")
+
+
+@needs_data
+def test_one_measurement_in_a_fresh_process() -> None:
+    result = pipeline_bench.run_one(Setting(images=2048, batch_size=64), str(DATA_DIR))
+    assert result.images_per_s > 200  # thousands on an idle machine
+    assert result.threads_added >= 3  # reader, map and batch threads at least
+    assert result.threads_max > result.threads_before
+    assert 0 < result.cpu_cores <= (os.cpu_count() or 1) + 0.5
+    assert result.rss_mb > result.rss_added_mb > 0
+
+
+@needs_data
+def test_a_worker_count_mindspore_refuses_is_reported() -> None:
+    cores = os.cpu_count() or 1
+    if cores >= 64:
+        pytest.skip("this machine accepts 64 workers")
+    with pytest.raises(RuntimeError, match="num_parallel_workers"):
+        pipeline_bench.run_one(Setting(global_workers=64, images=256), str(DATA_DIR))
