@@ -176,6 +176,33 @@ def validate(folder: str | os.PathLike[str]) -> dict[str, int]:
     return counts
 
 
+def dataset_folder(data_dir: str | os.PathLike[str]) -> Path:
+    """``data_dir/cifar-10-batches-bin`` (``data_dir`` may also be that folder itself)."""
+    data_dir = Path(data_dir)
+    if data_dir.name == FOLDER_NAME or (data_dir / "data_batch_1.bin").is_file():
+        return data_dir
+    return data_dir / FOLDER_NAME
+
+
+def provenance(data_dir: str | os.PathLike[str]) -> dict[str, object]:
+    """Which archive a prepared folder came from and how it was checked (its marker).
+
+    What run records keep, so a result names the copy of CIFAR-10 it was computed
+    on rather than the config's default URL. A folder without a marker (not made
+    by :func:`prepare_dataset`) is recorded as such, with ``source`` None.
+    """
+    folder = dataset_folder(data_dir)
+    try:
+        marker = json.loads((folder / MARKER_NAME).read_text())
+    except FileNotFoundError:
+        return {"folder": str(folder), "source": None, "md5": None, "checksum": None,
+                "prepared_at": None, "note": f"no {MARKER_NAME}: not prepared by msresnet.prepare"}
+    except (OSError, ValueError) as err:
+        raise DatasetError(f"{folder / MARKER_NAME}: unreadable ({err})") from err
+    return {"folder": str(folder), "source": marker.get("source"), "md5": marker.get("md5"),
+            "checksum": marker.get("checksum"), "prepared_at": marker.get("prepared_at")}
+
+
 def split_counts(counts: dict[str, int]) -> tuple[int, int]:
     """(train records, test records) from the per-file counts of :func:`validate`."""
     return sum(counts[n] for n in TRAIN_FILES), sum(counts[n] for n in TEST_FILES)

@@ -104,6 +104,7 @@ _NON_EMPTY = _Rule("a non-empty string", lambda v: v.strip() != "")
 _OPTIONAL_NON_EMPTY = _Rule("a non-empty string or null", lambda v: v is None or v.strip() != "")
 _MD5 = _Rule("an MD5 checksum (32 hex digits) or null",
              lambda v: v is None or re.fullmatch(r"[0-9a-fA-F]{32}", v) is not None)
+_BOOL = _Rule("true or false")
 _SEED = _Rule("an integer from 0 to 2**32 - 1", lambda v: 0 <= v < 2**32)
 
 
@@ -142,6 +143,11 @@ class Config:
     stem: str = _field("imagenet", _choice(STEMS),
                        "imagenet: 7x7/2 conv + max pool; cifar: 3x3/1 conv, no pool")
     num_classes: int = _field(10, _int_at_least(2), "number of classes (CIFAR-10: 10)")
+    zero_init_residual: bool = _field(
+        True, _BOOL,
+        "start the last BatchNorm of every residual branch at gamma=0 (each block "
+        "the identity): MindSpore 1.x model_zoo ResNet, which the seed recipe used; "
+        "false: the models repo's ResNet50 with Momentum today (gamma=1)")
     batch_size: int = _field(32, _positive_int(), "images per step (per device)")
     epoch_size: int = _field(90, _positive_int(), "training epochs")
     train_samples: int | None = _field(
@@ -392,6 +398,8 @@ def load_config(profile_or_path: str | os.PathLike = "smoke",
 
 
 _NULL = {"none", "null", "~"}
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
 
 
 def _from_text(key: str, text: str, source: str) -> Any:
@@ -399,12 +407,28 @@ def _from_text(key: str, text: str, source: str) -> Any:
     base, optional = _base_type(key)
     if optional and text.strip().lower() in _NULL:
         return None
-    if base not in (int, float, str):  # e.g. bool("false") is True: convert explicitly
+    if base is bool:  # bool("false") is True: convert explicitly
+        word = text.strip().lower()
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        _fail(key, f"must be {FIELDS[key].metadata['rule'].expect}", text, source)
+    if base not in (int, float, str):
         raise TypeError(f"{key}: no command-line conversion for {base.__name__} fields")
     try:
         return base(text)  # int("64"), float("1e-5"), str(...)
     except ValueError:
         _fail(key, f"must be {FIELDS[key].metadata['rule'].expect}", text, source)
+
+
+def bool_from_text(key: str, text: str, source: str = "notebook parameters") -> bool:
+    """``true``/``false`` (also yes/no, on/off, 1/0, any case) for a boolean field;
+    papermill passes ``-p zero_init_residual false`` as the string ``"false"``."""
+    return _from_text(key, text, source)
+
+
+def is_bool_field(key: str) -> bool:
+    """Whether the Config field ``key`` is a boolean (its text needs converting)."""
+    return _base_type(key)[0] is bool
 
 
 def parse_overrides(args: Sequence[str], source: str = "command-line arguments") -> Overrides:

@@ -20,7 +20,7 @@ from mindspore import nn
 from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
 
 from msresnet.callbacks import TOP1, TOP5
-from msresnet.cifar10 import FOLDER_NAME
+from msresnet.cifar10 import dataset_folder  # re-exported: the chapters import it from here
 from msresnet.config import Config
 from msresnet.distributed import RankInfo
 from msresnet.losses import CrossEntropySmooth, SparseCrossEntropy
@@ -65,14 +65,6 @@ def set_context(config: Config) -> None:
     ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE)
 
 
-def dataset_folder(data_dir: str | os.PathLike[str]) -> Path:
-    """``data_dir/cifar-10-batches-bin`` (``data_dir`` may also be that folder itself)."""
-    data_dir = Path(data_dir)
-    if data_dir.name == FOLDER_NAME or (data_dir / "data_batch_1.bin").is_file():
-        return data_dir
-    return data_dir / FOLDER_NAME
-
-
 def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Dataset, ds.Dataset]:
     """The training pipeline (sharded by rank) and the validation pipeline (whole subset)."""
     folder = dataset_folder(config.data_dir)
@@ -89,7 +81,8 @@ def make_model(config: Config, steps_per_epoch: int,
                ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
     """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
     ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
-    net = resnet50(num_classes=config.num_classes, stem=config.stem)
+    net = resnet50(num_classes=config.num_classes, stem=config.stem,
+                   zero_init_residual=config.zero_init_residual)
     lr = lr_for_config(config, steps_per_epoch)
     amp = uses_mixed_precision(config)
     optimizer = nn.Momentum(param_groups(net, config.weight_decay), learning_rate=ms.Tensor(lr),

@@ -14,7 +14,11 @@ https://github.com/mindspore-ai/models (``resnet50()``: ``ResidualBlock`` with
   convolution weights, ``TruncatedNormal()`` (sigma 0.01) classifier weights, zero
   classifier bias, BatchNorm ``gamma=1, beta=0, eps=1e-4, momentum=0.9``, except
   the last BatchNorm of each residual branch, which starts at ``gamma=0``
-  (``_bn_last``: each block starts as the identity). (In
+  (``_bn_last``: each block starts as the identity) as in MindSpore 1.x's
+  ``model_zoo/official/cv/resnet`` that the seed recipe used; the models repo today
+  (``official/cv/ResNet/src/resnet.py`` at commit e60768e) keeps ``gamma=1`` there
+  except for the THOR optimizer and ResNet152, so ``zero_init_residual=False``
+  (the config key of the same name) builds that version. (In
   MindSpore 2.x ``TruncatedNormal`` cuts at the absolute bounds ``a=-2, b=2``, not
   at 2 sigma, so with sigma 0.01 it is a plain normal in practice; we keep the
   zoo's call as it is);
@@ -103,7 +107,8 @@ class Bottleneck(nn.Cell):
     convolution + BatchNorm (``down_sample_layer``), as in the zoo's ``ResidualBlock``.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, stride: int = 1) -> None:
+    def __init__(self, in_channels: int, out_channels: int, stride: int = 1,
+                 zero_init_residual: bool = True) -> None:
         super().__init__()
         width = out_channels // EXPANSION
         self.conv1 = _conv(in_channels, width, 1)
@@ -111,7 +116,7 @@ class Bottleneck(nn.Cell):
         self.conv2 = _conv(width, width, 3, stride=stride)
         self.bn2 = _bn(width)
         self.conv3 = _conv(width, out_channels, 1)
-        self.bn3 = _bn_last(out_channels)
+        self.bn3 = _bn_last(out_channels) if zero_init_residual else _bn(out_channels)
         self.relu = nn.ReLU()
         self.down_sample = stride != 1 or in_channels != out_channels
         if self.down_sample:
@@ -130,7 +135,8 @@ class Bottleneck(nn.Cell):
 class ResNet50(nn.Cell):
     """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``."""
 
-    def __init__(self, num_classes: int = 10, stem: str = "imagenet") -> None:
+    def __init__(self, num_classes: int = 10, stem: str = "imagenet",
+                 zero_init_residual: bool = True) -> None:
         super().__init__()
         if stem not in STEMS:
             raise ValueError(f"stem must be one of {', '.join(map(repr, STEMS))}; got {stem!r}")
@@ -148,8 +154,9 @@ class ResNet50(nn.Cell):
         self.relu = nn.ReLU()
         in_channels = 64
         for name, blocks, _width, out_channels, stride in STAGES:
-            layer = [Bottleneck(in_channels, out_channels, stride)]
-            layer += [Bottleneck(out_channels, out_channels, 1) for _ in range(blocks - 1)]
+            layer = [Bottleneck(in_channels, out_channels, stride, zero_init_residual)]
+            layer += [Bottleneck(out_channels, out_channels, 1, zero_init_residual)
+                      for _ in range(blocks - 1)]
             setattr(self, name, nn.SequentialCell(layer))
             in_channels = out_channels
         self.flatten = nn.Flatten()
@@ -165,12 +172,17 @@ class ResNet50(nn.Cell):
         return self.end_point(self.flatten(x))
 
 
-def resnet50(num_classes: int = 10, stem: str = "imagenet") -> nn.Cell:
+def resnet50(num_classes: int = 10, stem: str = "imagenet",
+             zero_init_residual: bool = True) -> nn.Cell:
     """Build ResNet50 v1.5; ``stem`` is ``"imagenet"`` (for 224x224 input) or ``"cifar"`` (32x32).
 
+    ``zero_init_residual``: the last BatchNorm of each residual branch starts at
+    ``gamma=0`` (MindSpore 1.x model_zoo, the seed's) or, if False, at 1 (the models
+    repo's ResNet50 with Momentum today). Only the initial values differ: the
+    parameters, their names and a checkpoint's layout are the same.
     Raises ``ValueError`` naming the bad value for an unknown stem.
     """
-    return ResNet50(num_classes=num_classes, stem=stem)
+    return ResNet50(num_classes=num_classes, stem=stem, zero_init_residual=zero_init_residual)
 
 
 def _leaf(name: str) -> str:

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
-from msresnet.config import FIELDS, Config, ConfigError, Overrides, load_config
+from msresnet.config import (FIELDS, Config, ConfigError, Overrides, bool_from_text, is_bool_field,
+                             load_config)
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
@@ -117,6 +118,8 @@ def _null_text(name: str, value: Any) -> Any:
     None itself means "the profile's value", so ``-p train_samples null`` (a
     string to papermill) is how a run asks for, e.g., all 50,000 images.
     """
+    if isinstance(value, str) and is_bool_field(name):
+        return bool_from_text(name, value)
     if isinstance(value, str) and value.strip().lower() in NULL_TEXTS:
         hint = FIELDS[name].type
         if "None" in str(hint):

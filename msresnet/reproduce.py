@@ -47,7 +47,8 @@ import yaml
 from msresnet import atomic
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
-from msresnet.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
+from msresnet.cifar10 import provenance
+from msresnet.notebook import DATA_DIR_VARIABLE, METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -386,9 +387,19 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
             os.environ[METRICS_DIR_VARIABLE] = saved_metrics_dir
     run["finished"] = now()
     run["seconds"] = round(time.perf_counter() - t0, 2)
+    run["dataset"] = provenance(data_dir_used(config.data_dir, "data_dir" in user))
     write_json(run_file, run)
     write_report(out, run)
     return run
+
+
+def data_dir_used(configured: str, given: bool) -> Path:
+    """The data folder the chapters read: ``-p data_dir`` if given, else
+    ``$MSRESNET_DATA_DIR`` if set (the test command's second copy), else the
+    profile's; relative paths are relative to the repository root, as in the profiles."""
+    chosen = configured if given else os.environ.get(DATA_DIR_VARIABLE) or configured
+    path = Path(chosen)
+    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def command_line(argv: Sequence[str]) -> str:

@@ -121,6 +121,18 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _dataset(run: dict[str, Any]) -> str:
+    """Which copy of CIFAR-10 the run read (``run.json``'s ``dataset``, from the
+    folder's marker), or that the record predates the field."""
+    data = run.get("dataset")
+    if not data:
+        return ("not recorded (this run.json predates the field; the config's data_url, "
+                f"`{run['parameters'].get('data_url', '?')}`, is only the default source)")
+    if not data.get("source"):
+        return f"not recorded: {data.get('note', 'no marker')}"
+    return f"`{data['source']}`, {data['checksum']}"
+
+
 def render_page(dest: Path, page: Path) -> str:
     """The Markdown of the results page, from the records under ``dest``."""
     dest, page = Path(dest), Path(page)
@@ -168,6 +180,7 @@ def render_page(dest: Path, page: Path) -> str:
         f"{max(e['finished'] for e in run['notebooks'])} |",
         f"| git commit | `{run['git']['commit'][:12]}`"
         f"{' (with uncommitted changes)' if run['git'].get('dirty') else ''} |",
+        f"| CIFAR-10 archive | {_dataset(run)} |",
         "",
         "## What it reached",
         "",

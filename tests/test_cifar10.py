@@ -239,6 +239,21 @@ def test_prepare_extracts_a_local_archive(archive: Path, root: Path) -> None:
     assert folder.stat().st_mode & 0o777 == probe.stat().st_mode & 0o777
 
 
+def test_provenance_reads_the_marker_of_the_folder(archive: Path, root: Path) -> None:
+    from msresnet.cifar10 import provenance
+    report = prepare_dataset(archive, root, progress=False)
+    for given in (root, root / FOLDER_NAME):  # data_dir or the folder itself
+        record = provenance(given)
+        assert record["source"] == str(archive) and record["checksum"] == report.checksum
+        assert record["folder"] == str(root / FOLDER_NAME) and record["prepared_at"]
+    (root / FOLDER_NAME / MARKER_NAME).unlink()
+    bare = provenance(root)
+    assert bare["source"] is None and "not prepared by msresnet.prepare" in bare["note"]
+    (root / FOLDER_NAME / MARKER_NAME).write_text("{not json")
+    with pytest.raises(DatasetError, match=f"{MARKER_NAME}: unreadable"):
+        provenance(root)
+
+
 def test_prepare_verifies_a_given_md5(archive: Path, root: Path) -> None:
     actual = hashlib.md5(archive.read_bytes()).hexdigest()
     report = prepare_dataset(archive, root, md5=actual.upper(), progress=False)

@@ -292,3 +292,26 @@ def test_batch_of_one_on_a_one_pixel_last_stage_is_refused() -> None:
         load_config("smoke", {"batch_size": 1, "train_samples": 1})
     assert load_config("smoke", {"batch_size": 1, "train_samples": 1, "stem": "cifar"}).batch_size == 1
     assert load_config("smoke", {"batch_size": 1, "train_samples": 1, "image_size": 64}).batch_size == 1
+
+
+# ----------------------------------------------------------------- boolean fields
+@pytest.mark.parametrize("text, value", [("false", False), ("False", False), ("no", False),
+                                         ("0", False), ("true", True), ("YES", True), ("1", True)])
+def test_boolean_from_the_command_line(text, value):
+    parsed = parse_overrides(["--zero_init_residual", text])
+    assert parsed == {"zero_init_residual": value}
+    assert load_config("smoke", parsed).zero_init_residual is value
+
+
+def test_boolean_errors_name_the_key():
+    with pytest.raises(ConfigError, match=r"^zero_init_residual: must be true or false, "
+                                          r"got 'maybe' \(in command-line arguments\)"):
+        parse_overrides(["--zero_init_residual", "maybe"])
+    with pytest.raises(ConfigError, match=r"zero_init_residual: must be true or false, got 1"):
+        load_config("smoke", {"zero_init_residual": 1})
+
+
+def test_zero_init_residual_in_every_profile_and_a_file(tmp_path):
+    for name in PROFILES:
+        assert load_config(name).zero_init_residual is True  # the seed's model_zoo ResNet
+    assert load_config(write(tmp_path, "zero_init_residual: false\n")).zero_init_residual is False

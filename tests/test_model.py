@@ -177,3 +177,15 @@ def test_macs_per_stem_and_size(nets):
     assert 15 < cifar_32.total / imagenet_32.total < 17   # the CIFAR stem keeps 4x wider maps
     assert sum(imagenet_224.by_stage.values()) == imagenet_224.total
     assert set(imagenet_224.by_stage) == {"conv1", "layer1", "layer2", "layer3", "layer4", "end_point"}
+
+
+def test_zero_init_residual_sets_only_the_last_batchnorm_of_each_branch():
+    zoo = resnet50(num_classes=10)  # the default: MindSpore 1.x model_zoo
+    today = resnet50(num_classes=10, zero_init_residual=False)  # models repo, Momentum
+    for net, gamma in ((zoo, 0.0), (today, 1.0)):
+        for layer in (net.layer1, net.layer2, net.layer3, net.layer4):
+            for block in layer:
+                assert np.all(block.bn3.gamma.asnumpy() == gamma)
+                assert np.all(block.bn2.gamma.asnumpy() == 1.0)
+    names = [(p.name, p.shape) for p in zoo.get_parameters()]
+    assert names == [(p.name, p.shape) for p in today.get_parameters()]

@@ -113,6 +113,14 @@ def test_null_text_sets_an_optional_field_to_none():
         config_from_parameters({"batch_size": "null"})  # not optional: no magic
 
 
+def test_boolean_text_from_papermill_is_converted():
+    # papermill -p zero_init_residual false passes the string "false"
+    assert config_from_parameters({"zero_init_residual": "false"}).zero_init_residual is False
+    assert config_from_parameters({"zero_init_residual": False}).zero_init_residual is False
+    with pytest.raises(ConfigError, match="zero_init_residual: must be true or false, got 'nope'"):
+        config_from_parameters({"zero_init_residual": "nope"})
+
+
 # ----------------------------------------------------------------- paths
 def test_profile_paths_are_rewritten_relative_to_the_working_folder(monkeypatch, tmp_path):
     smoke = load_config("smoke")

@@ -113,6 +113,10 @@ def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
     assert (out / "02_config_lr.ipynb").exists() and (out / "report.md").exists()
     assert json.loads((out / "metrics" / "02_config_lr.json").read_text()) == entry["metrics"]
     assert "skipped" not in first.stdout
+    # the copy of CIFAR-10 the chapters read, from its folder's marker (not the config's URL)
+    from msresnet.cifar10 import provenance
+    from msresnet.paths import DATA_ROOT
+    assert run["dataset"] == json.loads(json.dumps(provenance(DATA_ROOT)))
 
     second = run_cli("--profile", "smoke", "--only", "2", "-p", "epoch_size", "3",
                      "-p", "momentum", "0.8", "--resume", "--out", str(out))
@@ -175,6 +179,16 @@ def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypat
     # typed locations for readers on other machines: --out as given, training inside it
     assert (run["out"], run["train_dir"]) == ("run", "train")
     assert (tmp_path / run["out"] / run["train_dir"]).as_posix() == metrics["output_dir"]
+
+
+def test_the_data_folder_recorded_is_the_one_the_chapters_read(monkeypatch, tmp_path):
+    from msresnet.notebook import DATA_DIR_VARIABLE
+    from msresnet.reproduce import data_dir_used
+    monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
+    assert data_dir_used("data", given=False) == REPO_ROOT / "data"
+    monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
+    assert data_dir_used("data", given=False) == REPO_ROOT / "data-variant"
+    assert data_dir_used(str(tmp_path), given=True) == tmp_path  # -p data_dir wins
 
 
 def test_the_recorded_command_is_quoted_for_the_shell():

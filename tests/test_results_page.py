@@ -142,6 +142,24 @@ def test_older_records_without_the_typed_fields_still_render(tmp_path):
         results_page.out_folder({"command": "python -m msresnet.reproduce --profile cpu"})
 
 
+def test_the_page_names_the_archive_the_run_read(tmp_path):
+    run_dir = fake_run(tmp_path)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["dataset"] = {"folder": "data/cifar-10-batches-bin", "source": "/mirror/cifar.tar.gz",
+                      "md5": "ab" * 16, "checksum": f"md5 {'ab' * 16} verified (given by caller)",
+                      "prepared_at": "2026-12-01T19:13:17+0000"}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    dest = tmp_path / "dest"
+    record(run_dir, dest)
+    text = render_page(dest, tmp_path / "book" / "results.md")
+    assert (f"| CIFAR-10 archive | `/mirror/cifar.tar.gz`, md5 {'ab' * 16} verified "
+            "(given by caller) |") in text
+    del run["dataset"]
+    (dest / "run.json").write_text(json.dumps(run))
+    assert "| CIFAR-10 archive | not recorded (this run.json predates the field" in \
+        render_page(dest, tmp_path / "book" / "results.md")
+
+
 def test_a_missing_training_record_is_named(tmp_path):
     run_dir = fake_run(tmp_path)
     (run_dir / "train" / "best.json").unlink()
