@@ -29,7 +29,8 @@ from msresnet.paths import REPO_ROOT
 PACKAGE = REPO_ROOT / "msresnet"
 # Every module with a command line; local_s3 is the tests' S3 server, not a reader's tool.
 ENTRIES = ("prepare", "train", "sweep", "job", "launch", "reproduce", "bench",
-           "results_page", "sync", "lab", "export", "predict")
+           "results_page", "sync", "lab", "export", "predict", "convert_mindrecord",
+           "pipeline_bench")
 
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
@@ -223,3 +224,24 @@ def test_export_checkpoint_without_its_run_config(tmp_path: Path) -> None:
 def test_predict_model_that_does_not_exist(tmp_path: Path) -> None:
     last_line(run_entry("predict", "gone.onnx", "cat.png", cwd=tmp_path),
               "cat.png: no such image file")
+
+
+def test_convert_mindrecord_data_folder_that_does_not_exist(tmp_path: Path) -> None:
+    last_line(run_entry("convert_mindrecord", str(tmp_path / "nope"), "--out", "mr", cwd=tmp_path),
+              "no dataset folder at", "nope")
+
+
+def test_convert_mindrecord_keeps_a_file_it_did_not_write(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    data = write_dataset(tmp_path / cifar10.FOLDER_NAME, records=10_000)
+    (tmp_path / "mr").mkdir()
+    (tmp_path / "mr" / "cifar10_test.mindrecord").write_bytes(b"mine")
+    line = last_line(run_entry("convert_mindrecord", str(data), "--out", "mr", "--usage", "test",
+                               cwd=tmp_path), "cifar10_test.mindrecord", "--overwrite")
+    assert "no conversion record" in line
+    assert (tmp_path / "mr" / "cifar10_test.mindrecord").read_bytes() == b"mine"
+
+
+def test_pipeline_bench_bad_repeat(tmp_path: Path) -> None:
+    last_line(run_entry("pipeline_bench", "--repeat", "0", cwd=tmp_path), "--repeat", "0")
+
