@@ -77,9 +77,15 @@ quick-test: venv data
 	$(PY) -m pytest -q -m "not slow and not browser and not params" tests
 
 # Every unit test, slow ones included (the reproduce command runs chapter 2 and small
-# notebooks of its own; nbval is the one run of every chapter).
+# notebooks of its own; nbval is the one run of every chapter). Two pytest-xdist
+# workers, each test file in one of them (module fixtures stay shared): the unit
+# tests keep about 1.3 of the 2 cores busy on their own (subprocesses, servers,
+# waits), so two files at a time took 8 min 27 s where one at a time took 17 min 3 s
+# (idle 2-core Intel Xeon, 2026-12-01). UNIT_WORKERS=0 runs them one at a time.
+UNIT_WORKERS ?= 2
 unit-test: venv data
-	$(PY) -m pytest -q --durations=40 -m "not browser and not params" tests
+	$(PY) -m pytest -q --durations=40 -m "not browser and not params" \
+	  $(if $(filter 0,$(UNIT_WORKERS)),,-n $(UNIT_WORKERS) --dist loadfile) tests
 
 # The training chapters with more parameter values (batch size 1, the cifar stem,
 # other schedules, 224x224): tests/test_chapter_parameters.py, several minutes.
