@@ -74,7 +74,8 @@ book: data book-html
 # The edit-test loop: the unit tests that neither train, launch msrun nor run
 # notebooks (tests marked slow are the exceptions; see pyproject.toml).
 quick-test: venv data
-	$(PY) -m pytest -q -m "not slow and not browser and not params" tests
+	$(PY) -m pytest -q -m "not slow and not browser and not params" \
+	  $(if $(filter 0,$(UNIT_WORKERS)),,-n $(UNIT_WORKERS) --dist loadfile) tests
 
 # Every unit test, slow ones included (the reproduce command runs chapter 2 and small
 # notebooks of its own; nbval is the one run of every chapter). Two pytest-xdist
