@@ -28,7 +28,6 @@ The conversion is
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -44,6 +43,7 @@ from PIL import Image
 
 from msresnet import atomic
 from msresnet.cifar10 import TEST_FILES, TRAIN_FILES, DatasetError, read_records, validate
+from msresnet.download import sha256
 
 SCHEMA = {"image": {"type": "bytes"}, "label": {"type": "int32"}}
 """Each record: a PNG-encoded 32x32 RGB image and its class index."""
@@ -82,15 +82,10 @@ def encode_png(image: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def source_digest(dataset_dir: str | os.PathLike[str], usage: str) -> dict[str, str]:
     """SHA-256 of each binary file the split is made of: what the record compares."""
     folder = Path(dataset_dir)
-    return {name: _sha256(folder / name) for name in SPLIT_FILES[usage]}
+    return {name: sha256(folder / name) for name in SPLIT_FILES[usage]}
 
 
 def _record_of(path: Path) -> dict | None:

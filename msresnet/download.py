@@ -61,6 +61,12 @@ def md5sum(path: str | os.PathLike[str], chunk_bytes: int = CHUNK_BYTES) -> str:
     return digest.hexdigest()
 
 
+def sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file (provenance records: exported models, MindRecord inputs)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 def verify_md5(path: str | os.PathLike[str], expected: str, *, what: str | None = None) -> str:
     """Return the actual MD5 of ``path``; raise :class:`ChecksumError` if it differs.
 

@@ -22,7 +22,6 @@ book's in-browser page runs) and for the tests. What the steps are for:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 from collections import Counter
@@ -37,6 +36,7 @@ from mindspore import nn
 from msresnet.atomic import write_json
 from msresnet.checkpoints import BEST_JSON, load_strict
 from msresnet.config import Config, load_config
+from msresnet.download import sha256  # also imported from here by the tests
 from msresnet.model import resnet50
 from msresnet.train import CONFIG_FILE
 
@@ -151,12 +151,6 @@ def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
                         quant_format=QuantFormat.QDQ, per_channel=per_channel,
                         weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
     return Path(dst)
-
-
-def sha256(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file (the provenance of an exported model)."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def calibration_batches(data_dir: str | os.PathLike[str], images: int, batch_size: int,

@@ -156,12 +156,11 @@ class ThreadSampler:
 
 
 def _numpy_transform(training: bool):
-    """The book's per-image transforms as one NumPy function (the ``python`` variant)."""
+    """The book's per-image transforms as one NumPy function (the ``python`` variant):
+    crop and flip here, then :func:`msresnet.images.normalize` (the pipeline's arithmetic)."""
     import numpy as np
 
-    from msresnet.images import CIFAR10_MEAN, CIFAR10_STD
-    mean = np.array(CIFAR10_MEAN, dtype=np.float32)
-    std = np.array(CIFAR10_STD, dtype=np.float32)
+    from msresnet.images import normalize
     rng = np.random.default_rng(0)
 
     def transform(image):
@@ -171,8 +170,7 @@ def _numpy_transform(training: bool):
             image = padded[top:top + 32, left:left + 32]
             if rng.random() < 0.5:
                 image = image[:, ::-1]
-        scaled = (image.astype(np.float32) / 255.0 - mean) / std
-        return np.ascontiguousarray(scaled.transpose(2, 0, 1))
+        return normalize(np.ascontiguousarray(image))
     return transform
 
 
