@@ -420,15 +420,13 @@ def _from_text(key: str, text: str, source: str) -> Any:
         _fail(key, f"must be {FIELDS[key].metadata['rule'].expect}", text, source)
 
 
-def bool_from_text(key: str, text: str, source: str = "notebook parameters") -> bool:
-    """``true``/``false`` (also yes/no, on/off, 1/0, any case) for a boolean field;
-    papermill passes ``-p zero_init_residual false`` as the string ``"false"``."""
-    return _from_text(key, text, source)
-
-
-def is_bool_field(key: str) -> bool:
-    """Whether the Config field ``key`` is a boolean (its text needs converting)."""
-    return _base_type(key)[0] is bool
+def value_from_text(key: str, value: Any, source: str = "notebook parameters") -> Any:
+    """``value`` for field ``key``, with text converted where a field is a boolean:
+    papermill passes ``-p zero_init_residual false`` as the string ``"false"``
+    (true/false, yes/no, on/off, 1/0, any case). Other values pass unchanged."""
+    if isinstance(value, str) and _base_type(key)[0] is bool:
+        return _from_text(key, value, source)
+    return value
 
 
 def parse_overrides(args: Sequence[str], source: str = "command-line arguments") -> Overrides:

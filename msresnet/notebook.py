@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
-from msresnet.config import (FIELDS, Config, ConfigError, Overrides, bool_from_text, is_bool_field,
-                             load_config)
+from msresnet.config import (FIELDS, Config, ConfigError, Overrides, load_config,
+                             value_from_text)
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
@@ -113,13 +113,13 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
 
 
 def _null_text(name: str, value: Any) -> Any:
-    """``"null"``/``"none"`` for a field that allows None: the explicit None.
+    """``"null"``/``"none"`` for a field that allows None: the explicit None; and
+    ``"false"``/``"true"`` for a boolean field (:func:`msresnet.config.value_from_text`).
 
     None itself means "the profile's value", so ``-p train_samples null`` (a
     string to papermill) is how a run asks for, e.g., all 50,000 images.
     """
-    if isinstance(value, str) and is_bool_field(name):
-        return bool_from_text(name, value)
+    value = value_from_text(name, value)
     if isinstance(value, str) and value.strip().lower() in NULL_TEXTS:
         hint = FIELDS[name].type
         if "None" in str(hint):

@@ -32,10 +32,10 @@ import os
 from pathlib import Path
 
 import mindspore as ms
-import numpy as np
 import mindspore.dataset as ds
 import mindspore.dataset.transforms as transforms
 import mindspore.dataset.vision as vision
+import numpy as np
 
 from msresnet.cifar10 import FOLDER_NAME, REQUIRED_FILES, DatasetError, read_records, validate
 from msresnet.convert_mindrecord import SPLIT_FILES, check_file, mindrecord_path
@@ -87,7 +87,7 @@ def worker_count(requested: int | None = None) -> int:
 
     Why 1 is enough on small machines, measured on the book's idle 2-core machine
     (chapter 9, ``results/pipeline/``): alone, the pipeline with 1 worker per stage
-    delivers about 25,000 training images/s at 32x32 while ResNet50 trains at
+    delivers about 19,000 training images/s at 32x32 while ResNet50 trains at
     about 75; trained from it, the network runs as fast as on a fixed synthetic
     batch (72 against 72 images/s, median of two runs, and the same pinned to one
     core: 37 against 37), and the step waits for data 0.05 % of its time. A second
