@@ -24,7 +24,7 @@ that never train:
   mirror), ``atomic`` (crash-safe file writes), ``cli`` (one-line errors of the
   command-line tools), ``download`` (resumable, checksummed HTTP), ``lr_schedule``,
   ``config`` (profiles and overrides), ``cifar10`` (the binary format, preparing
-  the data), ``images`` (any picture to the network's input, the evaluation
+  the data, the held-out validation split), ``images`` (any picture to the network's input, the evaluation
   pipeline's arithmetic), ``distributed`` (rank and group size; imports MindSpore's
   communication module only inside its functions), ``notebook`` (the chapters'
   parameter pattern and metric records);
@@ -42,11 +42,14 @@ MindSpore at top level, in the order they build on each other:
 * ``losses``, ``flops``, ``model`` (ResNet50), ``convert_mindrecord`` (CIFAR-10 to
   MindRecord, ``mindspore.mindrecord``), ``pipeline`` (``mindspore.dataset``: the
   binary files, MindRecord or arrays in memory), ``checkpoints``, ``callbacks``;
+* ``final_test``: the chosen and the last checkpoint scored once on the test set
+  (a run that chose on held-out images);
 * ``factories``: network, optimizer, loss, metrics, device setting and datasets
-  from a config, shared by the three below;
+  from a config (the held-out validation split included), shared by the tools below;
 * ``train`` (``train_and_evaluate`` and ``python -m msresnet.train``), ``sweep``
   (evaluate checkpoints), ``rank_dump`` (the callback a data-parallel worker
   adds with ``--rank_dump``);
+* ``lr_range``: the learning-rate range test on a profile's training step;
 * ``rank_analysis``: chapter 7's reading and replay of those files (no training
   worker imports it);
 * ``export``: MINDIR, ONNX and INT8 exports of a run's checkpoint (chapter 8, and

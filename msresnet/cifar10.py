@@ -540,16 +540,67 @@ def _lock(root: Path) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- identity
 
-def evaluation_images(folder: str | os.PathLike[str], count: int | None = None) -> dict[str, object]:
-    """Which test images an evaluation scores: the first ``count`` records of the test file.
+def training_records(folder: str | os.PathLike[str]) -> np.ndarray:
+    """All training records (N, 3073) of ``data_batch_1..5.bin``, in file order.
 
-    The evaluation pipeline reads ``test_batch.bin`` in file order, so the first
-    ``count`` records (all 10,000 when None) *are* the images scored. Their SHA-256
-    says exactly which images those were: two copies of CIFAR-10 (the official
-    archive, a mirror, a reader's own data) give different hashes, and a selection
-    recorded with this identity can be checked before it is replaced
-    (:func:`msresnet.sweep.promote_best`). Reading 30 MB costs about 0.1 s.
+    File order is the order MindSpore's ``Cifar10Dataset`` numbers them in (its
+    sampler indices), so index ``i`` here is index ``i`` of ``usage="train"``.
     """
+    parts = []
+    for name in TRAIN_FILES:
+        path = Path(folder) / name
+        parts.append(np.fromfile(path, dtype=np.uint8).reshape(record_count(path), RECORD_BYTES))
+    return np.concatenate(parts)
+
+
+def hold_out(folder: str | os.PathLike[str], count: int, seed: int,
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Split the training records into ``(train, valid)`` index arrays (sorted, disjoint).
+
+    ``valid`` is a class-balanced draw of ``count`` records (``count // 10`` per
+    class, the remainder one each to the first classes), fixed by ``seed``: the
+    same folder, count and seed give the same split in every process, which is what
+    lets a sweep, a resumed run or another machine rebuild it. Balanced, because a
+    validation set that happens to hold fewer cats scores a different mixture than
+    the balanced test set it stands in for.
+    """
+    labels = training_records(folder)[:, 0].astype(np.int64)
+    classes = int(labels.max()) + 1
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count < len(labels):
+        raise DatasetError(f"valid_split must be from 1 to {len(labels) - 1}, got {count!r}")
+    rng = np.random.RandomState(seed)
+    chosen = []
+    for label in range(classes):
+        members = np.flatnonzero(labels == label)
+        quota = count // classes + (1 if label < count % classes else 0)
+        if quota > len(members):
+            raise DatasetError(f"valid_split={count}: class {label} has only {len(members)} "
+                               "training images")
+        chosen.append(rng.permutation(members)[:quota])
+    valid = np.sort(np.concatenate(chosen))
+    train = np.setdiff1d(np.arange(len(labels)), valid, assume_unique=True)
+    return train, valid
+
+
+def evaluation_images(folder: str | os.PathLike[str], count: int | None = None, *,
+                      valid_split: int = 0, seed: int = 0) -> dict[str, object]:
+    """Which images an evaluation scores, and their SHA-256.
+
+    With ``valid_split`` 0: the first ``count`` records of the test file (the
+    evaluation pipeline reads ``test_batch.bin`` in file order, so those *are* the
+    images scored; all 10,000 when None). Otherwise the first ``count`` images of
+    the held-out validation split (:func:`hold_out` with ``valid_split`` and
+    ``seed``), in index order. The hash says exactly which images those were: two
+    copies of CIFAR-10 (the official archive, a mirror, a reader's own data) give
+    different hashes, and a selection recorded with this identity can be checked
+    before it is replaced (:func:`msresnet.sweep.promote_best`).
+    """
+    if valid_split:
+        _, valid = hold_out(folder, valid_split, seed)
+        picked = valid if count is None else valid[:int(count)]
+        digest = hashlib.sha256(training_records(folder)[picked].tobytes())
+        return {"split": "valid", "images": len(picked), "sha256": digest.hexdigest(),
+                "folder": str(Path(folder).resolve()), "held_out": valid_split, "seed": seed}
     path = Path(folder) / TEST_FILES[0]
     total = record_count(path)
     images = total if count is None else min(int(count), total)
@@ -569,15 +620,23 @@ def evaluation_images(folder: str | os.PathLike[str], count: int | None = None) 
 def same_images_as(recorded: dict[str, object], current: dict[str, object]) -> bool:
     """True when ``current`` scores the images ``recorded`` scored, and maybe more.
 
-    Both are :func:`evaluation_images` records. The recorded images must be the
-    first ``recorded['images']`` records of ``current``'s test file, byte for byte.
+    Both are :func:`evaluation_images` records of the same split (and, for a
+    validation split, the same held-out count and seed). The recorded images must be
+    the first ``recorded['images']`` of ``current``'s, byte for byte.
     """
     try:
         images = int(recorded["images"])  # type: ignore[arg-type]
         if recorded.get("split") != current.get("split") or images > int(current["images"]):  # type: ignore[arg-type]
             return False
-        return evaluation_images(str(current["folder"]), images)["sha256"] == recorded["sha256"]
-    except (KeyError, TypeError, ValueError, OSError):
+        held = {}
+        if recorded.get("split") == "valid":
+            if (recorded.get("held_out"), recorded.get("seed")) != (current.get("held_out"),
+                                                                   current.get("seed")):
+                return False
+            held = {"valid_split": int(recorded["held_out"]), "seed": int(recorded["seed"])}  # type: ignore[arg-type]
+        again = evaluation_images(str(current["folder"]), images, **held)
+        return again["sha256"] == recorded["sha256"]
+    except (KeyError, TypeError, ValueError, OSError, DatasetError):
         return False
 
 
@@ -585,5 +644,5 @@ __all__ = [
     "CLASSES", "DatasetError", "DownloadError", "FOLDER_NAME", "MARKER_NAME", "MINDSPORE_MIRROR_URL",
     "OFFICIAL_MD5", "OFFICIAL_URL", "Prepared", "RECORD_BYTES", "TEST_FILES", "TRAIN_FILES",
     "prepare_dataset", "read_records", "validate", "split_counts", "extract_archive",
-    "evaluation_images", "same_images_as",
+    "evaluation_images", "same_images_as", "hold_out", "training_records",
 ]

@@ -156,7 +156,15 @@ class Config:
         "each epoch from the seeded shuffle; null: all 50,000")
     eval_samples: int | None = _field(
         None, _positive_int(CIFAR10_TEST_IMAGES, optional=True),
-        "evaluate on the first N test images; null: all 10,000")
+        "evaluate on the first N images of the validation split and of the test "
+        "set; null: all of them")
+    valid_split: int = _field(
+        0, _Rule(f"an integer from 0 to {CIFAR10_TRAIN_IMAGES - 1}",
+                 lambda v: 0 <= v < CIFAR10_TRAIN_IMAGES),
+        "hold out N training images (class-balanced, fixed by seed) to validate on "
+        "and choose checkpoints with; the test set then scores only the chosen and "
+        "the last checkpoint. 0: validate on the test set (the seed recipe's and the "
+        "models repo's way)")
     num_workers: int | None = _field(None, _positive_int(optional=True),
                                      "data pipeline workers; null: chosen for the "
                                      "machine (never above the CPU count)")
@@ -268,6 +276,11 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
     if checked["train_samples"] is not None and checked["train_samples"] < checked["batch_size"]:
         over("train_samples", "batch_size",
              "must be at least {other} ({limit}) so that one full batch exists")
+    left = CIFAR10_TRAIN_IMAGES - checked["valid_split"]
+    if checked["train_samples"] is not None and checked["train_samples"] > left:
+        _fail("train_samples", f"must not exceed the {left:,} training images left after "
+              f"valid_split ({checked['valid_split']}, from {source_of('valid_split')})",
+              checked["train_samples"], source_of("train_samples"))
     # ResNet50's last stage sees image_size/32 pixels a side (imagenet stem: stride 2,
     # max pool, three stride-2 stages; cifar stem: the three stages only, /8). With one
     # image of 1x1 a batch, BatchNorm has one value per channel: the unbiased variance

@@ -20,13 +20,14 @@ from mindspore import nn
 from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
 
 from msresnet.callbacks import TOP1, TOP5
-from msresnet.cifar10 import dataset_folder  # re-exported: the chapters import it from here
+from msresnet.cifar10 import (  # dataset_folder re-exported: the chapters import it here
+    dataset_folder, evaluation_images, hold_out)
 from msresnet.config import Config
 from msresnet.distributed import RankInfo
 from msresnet.losses import CrossEntropySmooth, SparseCrossEntropy
 from msresnet.lr_schedule import lr_for_config
 from msresnet.model import param_groups, resnet50
-from msresnet.pipeline import create_dataset
+from msresnet.pipeline import check_folder, create_dataset
 
 
 class TrainError(RuntimeError):
@@ -66,15 +67,40 @@ def set_context(config: Config) -> None:
 
 
 def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Dataset, ds.Dataset]:
-    """The training pipeline (sharded by rank) and the validation pipeline (whole subset)."""
+    """The training pipeline (sharded by rank) and the validation pipeline (whole).
+
+    With ``valid_split`` N > 0, N training images are held out
+    (:func:`msresnet.cifar10.hold_out`): training reads the others and validation
+    reads those N, so checkpoints are chosen on images that are neither trained on
+    nor the test set. With 0, validation reads the test set (the recipe's way).
+    """
     folder = dataset_folder(config.data_dir)
     common = {"image_size": config.image_size, "num_workers": config.num_workers}
+    train_idx = valid_idx = None
+    if config.valid_split:
+        check_folder(folder)  # a wrong folder is named before the split reads it
+        train_idx, valid_idx = hold_out(folder, config.valid_split, config.seed)
     train_ds = create_dataset(folder, "train", config.batch_size, training=True,
                               num_samples=config.train_samples, seed=config.seed,
-                              **rank.shard_kwargs(), **common)
-    eval_ds = create_dataset(folder, "test", config.batch_size, training=False,
-                             num_samples=config.eval_samples, **common)
+                              indices=train_idx, **rank.shard_kwargs(), **common)
+    if valid_idx is None:
+        return train_ds, make_test_dataset(config)
+    eval_ds = create_dataset(folder, "train", config.batch_size, training=False,
+                             num_samples=config.eval_samples, indices=valid_idx, **common)
     return train_ds, eval_ds
+
+
+def make_test_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:
+    """The test set, in file order, cut to ``eval_samples`` (what the final scores use)."""
+    return create_dataset(dataset_folder(config.data_dir), "test", batch_size or config.batch_size,
+                          training=False, num_samples=config.eval_samples,
+                          image_size=config.image_size, num_workers=config.num_workers)
+
+
+def validation_images(config: Config) -> dict[str, Any]:
+    """Which images validation scores (:func:`msresnet.cifar10.evaluation_images`)."""
+    return evaluation_images(dataset_folder(config.data_dir), config.eval_samples,
+                             valid_split=config.valid_split, seed=config.seed)
 
 
 def make_model(config: Config, steps_per_epoch: int,

@@ -29,7 +29,9 @@ int32, then ``batch``. Where this module differs, and why:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import mindspore as ms
 import mindspore.dataset as ds
@@ -107,7 +109,7 @@ def worker_count(requested: int | None = None) -> int:
     return min(requested, cores)
 
 
-def _check_folder(dataset_dir: Path) -> None:
+def check_folder(dataset_dir: Path) -> None:
     """Fail early, naming the folder or file, instead of deep inside MindSpore's C++ reader.
 
     Where to get the data is said only when files are missing; a wrong file is named
@@ -149,7 +151,8 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
                    shard_id: int | None = None, num_workers: int | None = None,
                    shuffle: bool | None = None, seed: int | None = None,
                    source: str = "binary",
-                   mindrecord_dir: str | os.PathLike | None = None) -> ds.Dataset:
+                   mindrecord_dir: str | os.PathLike | None = None,
+                   indices: Sequence[int] | np.ndarray | None = None) -> ds.Dataset:
     """Batched CIFAR-10 with columns ``image`` (float32, N,3,H,W) and ``label`` (int32).
 
     Args:
@@ -173,6 +176,11 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
             :func:`source_dataset`); the transforms and batches are the same.
         mindrecord_dir: the folder of ``cifar10_<usage>.mindrecord`` for
             ``source="mindrecord"``.
+        indices: read only these records of the split (their positions in file
+            order), e.g. one side of :func:`msresnet.cifar10.hold_out`: shuffled
+            afresh each epoch when ``shuffle``, else in the given order; with
+            shards, shard ``k`` takes every ``num_shards``-th index from ``k``
+            (cut to equal sizes). See :func:`subset_sampler`.
     """
     if usage not in USAGES:
         raise PipelineError(f"usage must be one of {USAGES}, got {usage!r}")
@@ -192,7 +200,7 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
     if source not in SOURCES:
         raise PipelineError(f"source must be one of {SOURCES}, got {source!r}")
     folder = Path(dataset_dir)
-    _check_folder(folder)
+    check_folder(folder)
     training = usage == "train" if training is None else bool(training)
     shuffle = training if shuffle is None else bool(shuffle)
     workers = worker_count(num_workers)
@@ -204,14 +212,41 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
     if seed is not None:
         ds.config.set_seed(seed)
 
+    sampler = None
+    if indices is not None:
+        sampler = subset_sampler(indices, shuffle=shuffle, num_samples=num_samples,
+                                 num_shards=num_shards, shard_id=shard_id)
     data = source_dataset(source, folder, usage, shuffle=shuffle, num_samples=num_samples,
                           num_shards=num_shards, shard_id=shard_id, num_workers=workers,
-                          mindrecord_dir=mindrecord_dir)
+                          mindrecord_dir=mindrecord_dir, sampler=sampler)
     data = data.map(operations=transforms.TypeCast(ms.int32), input_columns="label",
                     num_parallel_workers=workers)
     data = data.map(operations=image_transforms(training, image_size), input_columns="image",
                     num_parallel_workers=workers)
     return data.batch(batch_size, drop_remainder=training, num_parallel_workers=workers)
+
+
+def subset_sampler(indices: Sequence[int] | np.ndarray, *, shuffle: bool,
+                   num_samples: int | None = None, num_shards: int | None = None,
+                   shard_id: int | None = None) -> ds.Sampler:
+    """A sampler over some records of a split: random each epoch, or in order.
+
+    ``SubsetRandomSampler`` draws from MindSpore's global dataset seed (set by
+    :func:`create_dataset`'s ``seed``), so a seeded run sees the same order every
+    time; ``SubsetSampler`` keeps the given order (evaluation). Shard ``k`` of
+    ``n`` gets ``indices[k::n]``, all shards cut to the same length, so every
+    device runs the same number of steps and no record is seen by two devices.
+    """
+    chosen = np.asarray(indices, dtype=np.int64).ravel()
+    if chosen.size == 0:
+        raise PipelineError("indices is empty: no record to read")
+    if num_shards is not None and shard_id is not None:
+        per_shard = chosen.size // num_shards
+        if per_shard == 0:
+            raise PipelineError(f"{chosen.size} indices cannot fill {num_shards} shards")
+        chosen = chosen[shard_id::num_shards][:per_shard]
+    kind = ds.SubsetRandomSampler if shuffle else ds.SubsetSampler
+    return kind(chosen.tolist(), num_samples=num_samples)
 
 
 class CifarArrays:
@@ -240,7 +275,8 @@ def source_dataset(source: str, dataset_dir: str | os.PathLike, usage: str, *,
                    shuffle: bool, num_samples: int | None = None,
                    num_shards: int | None = None, shard_id: int | None = None,
                    num_workers: int = 1,
-                   mindrecord_dir: str | os.PathLike | None = None) -> ds.Dataset:
+                   mindrecord_dir: str | os.PathLike | None = None,
+                   sampler: ds.Sampler | None = None) -> ds.Dataset:
     """Undecoded CIFAR-10 from one of :data:`SOURCES`: columns ``image`` (HWC uint8) and ``label``.
 
     Every source yields the same pixels in the same (binary file) order when not
@@ -249,22 +285,23 @@ def source_dataset(source: str, dataset_dir: str | os.PathLike, usage: str, *,
     ``dataset_dir``'s parent folder's ``mindrecord`` folder.
     """
     folder = Path(dataset_dir)
-    shard = {"num_shards": num_shards, "shard_id": shard_id}
+    shard: dict[str, Any] = {"num_shards": num_shards, "shard_id": shard_id,
+                             "shuffle": shuffle, "num_samples": num_samples}
+    if sampler is not None:  # the sampler decides order, count and shard
+        shard = {"sampler": sampler}
     if source == "binary":
-        return ds.Cifar10Dataset(str(folder), usage=usage, num_samples=num_samples,
-                                 num_parallel_workers=num_workers, shuffle=shuffle, **shard)
+        return ds.Cifar10Dataset(str(folder), usage=usage, num_parallel_workers=num_workers,
+                                 **shard)
     if source == "mindrecord":
         where = folder.parent / "mindrecord" if mindrecord_dir is None else Path(mindrecord_dir)
         path = mindrecord_path(where, usage)
         check_file(path)
         data = ds.MindDataset(str(path), columns_list=["image", "label"],
-                              num_parallel_workers=num_workers, shuffle=shuffle,
-                              num_samples=num_samples, **shard)
+                              num_parallel_workers=num_workers, **shard)
         return data.map(operations=vision.Decode(), input_columns="image",
                         num_parallel_workers=num_workers)
     if source == "numpy":
         return ds.GeneratorDataset(CifarArrays(folder, usage), column_names=["image", "label"],
-                                   shuffle=shuffle, num_samples=num_samples,
                                    num_parallel_workers=num_workers,
                                    python_multiprocessing=False, **shard)
     raise PipelineError(f"source must be one of {SOURCES}, got {source!r}")

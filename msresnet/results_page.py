@@ -29,6 +29,8 @@ from msresnet.reproduce import format_metric
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
 # the per-epoch history, the best checkpoint's record and the effective config.
 TRAIN_FILES = ("history.json", "history.csv", "best.json", "config.yaml", "result.json")
+# Written only by a run that chose on held-out images (valid_split > 0): copied when there.
+OPTIONAL_TRAIN_FILES = ("test.json",)
 
 # Figures drawn by the chapters, in the order extract_figures numbers them, with
 # the caption the page gives each. A chapter that draws more or fewer figures
@@ -94,6 +96,11 @@ def record(run_dir: Path, dest: Path) -> list[Path]:
     train_dir = run_dir / train_folder(run)
     for name in TRAIN_FILES:
         copy(train_dir / name, dest / "train" / name)
+    for name in OPTIONAL_TRAIN_FILES:
+        if (train_dir / name).is_file():
+            copy(train_dir / name, dest / "train" / name)
+        elif (dest / "train" / name).is_file():
+            (dest / "train" / name).unlink()  # an older run's: not this run's record
     return written
 
 
@@ -145,8 +152,26 @@ def render_page(dest: Path, page: Path) -> str:
     params = run["parameters"]
     machine = run["machine"]
     rel = Path(os.path.relpath(dest, page.parent)).as_posix()
-    train_images = params["train_samples"] or 50_000
+    held_out = params.get("valid_split") or 0
+    train_images = params["train_samples"] or 50_000 - held_out
     eval_images = params["eval_samples"] or 10_000
+    valid_images = min(params["eval_samples"] or held_out, held_out)
+    if held_out and "test_top1" in sweep:
+        reached = [
+            f"| test top-1 of the chosen checkpoint ({eval_images:,} test images) | "
+            f"**{100 * sweep['test_top1']:.2f}%** (epoch {sweep['best_epoch']}) |",
+            f"| last checkpoint's test top-1 | {100 * sweep['last_test_top1']:.2f}% |",
+            f"| chosen by | the sweep's best top-1 on {valid_images:,} held-out training images "
+            f"(`valid_split` {held_out:,}, seed {params.get('seed')}): "
+            f"{100 * sweep['best_top1']:.2f}% (top-5 {100 * sweep['best_top5']:.2f}%) |",
+        ]
+    else:
+        reached = [
+            f"| best top-1 (sweep, {eval_images:,} test images; chosen on the test set) | "
+            f"**{100 * sweep['best_top1']:.2f}%** "
+            f"(epoch {sweep['best_epoch']}; top-5 {100 * sweep['best_top5']:.2f}%) |",
+            f"| last checkpoint's top-1 | {100 * sweep['last_top1']:.2f}% |",
+        ]
 
     lines = [
         "(results)=",
@@ -186,9 +211,7 @@ def render_page(dest: Path, page: Path) -> str:
         "",
         "| | |",
         "| --- | --- |",
-        f"| best top-1 (sweep, {eval_images:,} test images) | **{100 * sweep['best_top1']:.2f}%** "
-        f"(epoch {sweep['best_epoch']}; top-5 {100 * sweep['best_top5']:.2f}%) |",
-        f"| last checkpoint's top-1 | {100 * sweep['last_top1']:.2f}% |",
+        *reached,
         f"| training | {params['epoch_size']} epochs x {train_images:,} images, batch "
         f"{params['batch_size']}, {train['steps']} steps, lr {params['lr_schedule']} "
         f"{params['lr_init']} -> {params['lr_max']} -> {params['lr_end']} |",

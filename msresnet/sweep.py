@@ -129,27 +129,36 @@ class CheckpointEvaluator:
         self.model = Model(net, loss_fn=self.loss_fn, metrics=make_metrics())
         self.loaded: Path | None = None
         self.config: Any = None  # the run's Config when built by for_run
+        self.split = "test"  # which images ``dataset`` holds: "valid" or "test" (for_run)
         self.evaluated_on: dict[str, Any] | None = None  # set by for_run
         self.overrides: dict[str, Any] = {}  # {key: [recorded, used]}, set by for_run
 
     @classmethod
     def for_run(cls, run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
                 eval_samples: int | None = None, batch_size: int | None = None,
-                ) -> CheckpointEvaluator:
-        """Build ResNet50 and the test pipeline as the run's ``config.yaml`` describes.
+                split: str | None = None) -> CheckpointEvaluator:
+        """Build ResNet50 and the run's validation pipeline as its ``config.yaml`` describes.
 
         The run's recording decides everything that must match its checkpoints or its
         data: stem, image size, number of classes, and the data folder. ``data_dir``
         (the folder that contains ``cifar-10-batches-bin``) overrides the recorded
         folder only when given; a folder other than the recorded one is reported
         (a warning, and ``overrides`` in the evaluator and in ``sweep.json``), never
-        silently used. ``eval_samples``: the first N test images (None: all 10,000).
+        silently used. ``eval_samples``: the first N images scored (None: all).
+
+        ``split``: ``"valid"`` scores the run's held-out validation images (its
+        ``valid_split`` and ``seed``, rebuilt from the data folder), ``"test"`` the
+        test set; None (the default) is what the run validated on during training:
+        the held-out images when ``valid_split`` > 0, else the test set.
         """
-        from msresnet.cifar10 import evaluation_images
+        from msresnet.cifar10 import evaluation_images, hold_out
         from msresnet.factories import dataset_folder, make_loss, set_context
         from msresnet.model import resnet50
         from msresnet.pipeline import create_dataset
         from msresnet.train import CONFIG_FILE, config_differences, recorded_config
+
+        if split not in (None, "valid", "test"):
+            raise ValueError(f"split must be 'valid', 'test' or None, got {split!r}")
 
         config_path = Path(run_dir) / CONFIG_FILE
         recorded = recorded_config(run_dir)
@@ -167,14 +176,23 @@ class CheckpointEvaluator:
                                     "pass the folder that holds cifar-10-batches-bin with --data_dir")
         for key, (old, new) in overrides.items():
             log.warning("evaluating with %s=%s, but %s recorded %s", key, new, config_path, old)
+        split = split or ("valid" if config.valid_split else "test")
+        if split == "valid" and not config.valid_split:
+            raise ValueError(f"{config_path} has valid_split 0: the run held out no "
+                             "validation images (use split 'test')")
         set_context(config)
         net = resnet50(num_classes=config.num_classes, stem=config.stem)
-        dataset = create_dataset(folder, "test", batch_size or config.batch_size, training=False,
+        usage, indices, held = "test", None, {}
+        if split == "valid":
+            usage, held = "train", {"valid_split": config.valid_split, "seed": config.seed}
+            indices = hold_out(folder, config.valid_split, config.seed)[1]
+        dataset = create_dataset(folder, usage, batch_size or config.batch_size, training=False,
                                  image_size=config.image_size, num_samples=eval_samples,
-                                 num_workers=config.num_workers)
+                                 num_workers=config.num_workers, indices=indices)
         evaluator = cls(net, dataset, make_loss(config))
         evaluator.config = config
-        evaluator.evaluated_on = evaluation_images(folder, eval_samples)
+        evaluator.split = split
+        evaluator.evaluated_on = evaluation_images(folder, eval_samples, **held)
         evaluator.overrides = overrides
         return evaluator
 
@@ -194,18 +212,20 @@ class CheckpointEvaluator:
                            top1=float(result["top1"]), top5=float(result["top5"]),
                            loss=float(result["loss"]), seconds=time.perf_counter() - start)
 
-    def predict(self, path: str | os.PathLike[str] | None = None,
+    def predict(self, path: str | os.PathLike[str] | None = None, dataset: Any = None,
                 ) -> tuple[np.ndarray, np.ndarray]:
         """``(labels, predicted classes)`` over the evaluation data, in dataset order.
 
-        Loads ``path`` first when given. The evaluation pipeline is not shuffled, so
-        position ``i`` is the ``i``-th test image of the file.
+        Loads ``path`` first when given. ``dataset``: other batches to predict (e.g.
+        the test set after choosing on validation images); default the evaluator's.
+        Evaluation pipelines are not shuffled, so position ``i`` is the ``i``-th
+        image they read (of ``test_batch.bin`` for the test set).
         """
         if path is not None:
             self.load(path)
         self.net.set_train(False)
         labels, preds = [], []
-        for image, label in self.dataset.create_tuple_iterator(num_epochs=1):
+        for image, label in (dataset or self.dataset).create_tuple_iterator(num_epochs=1):
             logits = self.net(image)
             labels.append(label.asnumpy())
             preds.append(logits.asnumpy().argmax(axis=1))
@@ -252,6 +272,23 @@ def _dataset_rows(dataset: Any) -> int | None:
         return int(dataset.get_dataset_size())
     except Exception:  # noqa: BLE001 - informational only
         return None
+
+
+def test_chosen_and_last(evaluator: CheckpointEvaluator, folder: str | os.PathLike[str],
+                         eval_samples: int | None = None) -> dict[str, Any]:
+    """Score the run's chosen checkpoint and its last one on the test set (``test.json``).
+
+    For a run that chose on held-out images: the evaluator's network and model are
+    reused (the graph is compiled already), only the dataset is the test set.
+    """
+    from msresnet.cifar10 import evaluation_images
+    from msresnet.factories import dataset_folder, make_test_dataset
+    from msresnet.final_test import score_chosen_and_last
+
+    config = dataclasses.replace(evaluator.config, eval_samples=eval_samples)
+    on = evaluation_images(dataset_folder(config.data_dir), eval_samples)
+    return score_chosen_and_last(folder, evaluator.net, evaluator.model,
+                                 make_test_dataset(config, evaluator.dataset.get_batch_size()), on)
 
 
 class SelectionError(ValueError):
@@ -334,7 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="folder containing cifar-10-batches-bin (default: the run's own, "
                              "from its config.yaml)")
     parser.add_argument("--eval_samples", default="null",
-                        help="first N test images per checkpoint; null: all 10,000")
+                        help="first N images per checkpoint; null: all of the split")
+    parser.add_argument("--split", choices=("valid", "test"), default=None,
+                        help="choose on the run's held-out validation images or on the test "
+                             "set (default: what the run validated on)")
     parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
     parser.add_argument("--no-promote", action="store_true", help="do not write best.ckpt/best.json")
     parser.add_argument("--replace-best", action="store_true",
@@ -344,7 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(levelname)s %(name)s: %(message)s")
     samples = None if args.eval_samples.lower() in ("null", "none") else int(args.eval_samples)
-    evaluator = CheckpointEvaluator.for_run(args.run_dir, args.data_dir, samples, args.batch_size)
+    evaluator = CheckpointEvaluator.for_run(args.run_dir, args.data_dir, samples, args.batch_size,
+                                            split=args.split)
     result = sweep(args.run_dir, evaluator)
     print(format_table(result.rows()))
     folder = Path(args.run_dir)
@@ -359,11 +400,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_promote:
             try:
                 payload["promoted"] = promote_best(
-                    folder, result.best, f"checkpoint sweep on {result.samples} test images",
+                    folder, result.best,
+                    f"checkpoint sweep on {result.samples} {evaluator.split} images",
                     result.evaluated_on, replace=args.replace_best)
             except SelectionError as err:
                 refused = err
                 payload["not_promoted"] = str(err)
+        if evaluator.split == "valid" and refused is None and (folder / BEST_JSON).is_file():
+            payload["test"] = test_chosen_and_last(evaluator, folder, samples)
+            print(json.dumps({role: payload["test"][role] for role in ("chosen", "last")}))
     write_json(folder / SWEEP_JSON, payload)
     print(json.dumps(payload.get("best")))
     if refused is not None:
@@ -372,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["SweepRecord", "SweepResult", "CheckpointEvaluator", "sweep", "select_best",
+           "test_chosen_and_last",
            "promote_best", "SelectionError", "confusion_matrix", "per_class_accuracy", "format_table", "main"]
 
 

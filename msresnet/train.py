@@ -11,8 +11,11 @@ What it does, following ``official/cv/ResNet/train.py`` of the MindSpore models
 repository where the book has no reason to differ:
 
 * ``Model.fit`` trains and validates in one job (``valid_frequency`` from the
-  config; the last epoch is always validated), on the test split cut to
-  ``eval_samples`` images.
+  config; the last epoch is always validated), on ``eval_samples`` images of the
+  held-out validation split (``valid_split`` > 0: the best checkpoint is chosen
+  there, then the chosen and the last checkpoint are scored once on the test set,
+  ``test.json``, :mod:`msresnet.final_test`), or of the test set (``valid_split``
+  0, the recipe's way).
 * ``nn.Momentum`` with the weight-decay parameter groups
   (:func:`msresnet.model.param_groups`) and the per-step learning rates of
   :func:`msresnet.lr_schedule.lr_for_config`, given as one Tensor.
@@ -68,7 +71,9 @@ from msresnet.config import Config, ConfigError, load_config, parse_overrides
 from msresnet.distributed import DUMP_VARIABLE, init_if_launched, rank_info
 from msresnet.cifar10 import evaluation_images
 from msresnet.factories import (TrainError, dataset_folder, make_datasets, make_model,
-                                set_context, uses_mixed_precision)
+                                make_test_dataset, set_context, uses_mixed_precision,
+                                validation_images)
+from msresnet.final_test import score_chosen_and_last
 
 log = logging.getLogger("msresnet.train")
 
@@ -194,6 +199,9 @@ class TrainResult:
     checkpoints: list[str] = field(default_factory=list)
     # Settings that differ from the run's recorded config.yaml on resume: {key: [recorded, now]}
     changed_on_resume: dict[str, Any] = field(default_factory=dict)
+    # valid_split > 0: the chosen and the last checkpoint on the test set (test.json)
+    test: dict[str, Any] | None = None
+    seconds_test: float | None = None  # scoring them (not part of ``seconds``)
 
     @property
     def final_loss(self) -> float | None:
@@ -341,8 +349,7 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
                 save_checkpoint_steps=config.save_checkpoint_epochs * steps_per_epoch,
                 keep_checkpoint_max=config.keep_checkpoint_max)
             ckpt = AtomicCheckpoint(output_dir, ckpt_config, steps_per_epoch, PREFIX, step_offset)
-            evaluated_on = evaluation_images(dataset_folder(config.data_dir),
-                                             config.eval_samples)
+            evaluated_on = validation_images(config)
             cbs += [ckpt, BestCheckpoint(output_dir, step_offset, ckpt, evaluated_on)]
         cbs.append(history)
         if stop_after_epoch is not None:
@@ -359,15 +366,28 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
             log.info("nothing to do: the checkpoint is at epoch %d of %d", initial_epoch,
                      config.epoch_size)
 
+        seconds = round(time.perf_counter() - started, 3)
+        test, seconds_test = None, None
+        if config.valid_split and rank.is_main and list_checkpoints(output_dir):
+            # Chosen on the held-out split; the test set scores the choice (and the last).
+            test_started = time.perf_counter()
+            test = score_chosen_and_last(
+                output_dir, net, model, make_test_dataset(config),
+                evaluation_images(dataset_folder(config.data_dir), config.eval_samples))
+            seconds_test = round(time.perf_counter() - test_started, 3)
+            log.info("test top-1: chosen %.4f (epoch %s), last %.4f (epoch %s)",
+                     test["chosen"]["top1"], test["chosen"]["epoch"], test["last"]["top1"],
+                     test["last"]["epoch"])
         result = TrainResult(
             output_dir=output_dir, history=history.records,
             best=read_best(output_dir) if rank.is_main else None, steps=tracker.step,
-            seconds=round(time.perf_counter() - started, 3), epochs=tracker.epoch,
+            seconds=seconds, epochs=tracker.epoch,
             steps_per_epoch=steps_per_epoch,
             resumed_from=resume_path.name if resume_path is not None else None,
             first_step_seconds=None if timer.seconds is None else round(timer.seconds, 3),
             checkpoints=[c.name for c in list_checkpoints(output_dir)] if rank.is_main else [],
-            changed_on_resume={key: list(pair) for key, pair in changed.items()})
+            changed_on_resume={key: list(pair) for key, pair in changed.items()},
+            test=test, seconds_test=seconds_test)
         if rank.is_main:
             write_json(output_dir / RESULT_FILE, result.to_dict())
         log.info("done: %d epochs, %d steps, %.1f s", result.epochs, result.steps, result.seconds)
@@ -461,7 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = result.best or {}
     print(json.dumps({"output_dir": str(result.output_dir), "epochs": result.epochs,
                       "steps": result.steps, "seconds": result.seconds,
-                      "final_loss": result.final_loss, "best_top1": best.get("top1")}))
+                      "final_loss": result.final_loss, "best_top1": best.get("top1"),
+                      "test_top1": (result.test or {}).get("chosen", {}).get("top1"),
+                      "last_test_top1": (result.test or {}).get("last", {}).get("top1")}))
     return 0
 
 

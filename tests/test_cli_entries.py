@@ -30,7 +30,7 @@ PACKAGE = REPO_ROOT / "msresnet"
 # Every module with a command line; local_s3 is the tests' S3 server, not a reader's tool.
 ENTRIES = ("prepare", "train", "sweep", "job", "launch", "reproduce", "bench",
            "results_page", "sync", "lab", "export", "predict", "convert_mindrecord",
-           "pipeline_bench")
+           "pipeline_bench", "lr_range")
 
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
@@ -245,3 +245,8 @@ def test_convert_mindrecord_keeps_a_file_it_did_not_write(tmp_path: Path,
 def test_pipeline_bench_bad_repeat(tmp_path: Path) -> None:
     last_line(run_entry("pipeline_bench", "--repeat", "0", cwd=tmp_path), "--repeat", "0")
 
+
+
+def test_lr_range_bad_range(tmp_path: Path) -> None:
+    last_line(run_entry("lr_range", "smoke", "--lr-min", "1", "--lr-max", "0.5", cwd=tmp_path),
+              "lr_min=1.0", "lr_max=0.5")

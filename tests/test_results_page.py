@@ -178,3 +178,27 @@ def test_the_committed_results_page_matches_the_committed_run():
     assert "book/results" in (REPO_ROOT / "_toc.yml").read_text()
     assert set(results_page.FIGURES) <= {e["name"] for e in
                                          json.loads((dest / "run.json").read_text())["notebooks"]}
+
+
+def test_a_run_that_chose_on_held_out_images_reports_the_test_score_of_its_choice(tmp_path):
+    run_dir = fake_run(tmp_path)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["parameters"].update(valid_split=5000, train_samples=None, seed=1)
+    for entry in run["notebooks"]:
+        if entry["name"] == "05_checkpoint_sweep":
+            entry["metrics"].update(test_top1=0.6312, last_test_top1=0.6287)
+    (run_dir / "run.json").write_text(json.dumps(run))
+    (run_dir / "train" / "test.json").write_text('{"chosen": {}}')
+    dest = tmp_path / "dest"
+    (dest / "train").mkdir(parents=True)
+    record(run_dir, dest)
+    assert (dest / "train" / "test.json").read_text() == '{"chosen": {}}'
+    text = render_page(dest, tmp_path / "book" / "results.md")
+    assert "| test top-1 of the chosen checkpoint (10,000 test images) | **63.12%** (epoch 2) |" in text
+    assert "| last checkpoint's test top-1 | 62.87% |" in text
+    assert "on 5,000 held-out training images (`valid_split` 5,000, seed 1): 41.23%" in text
+    assert "2 epochs x 45,000 images" in text
+    # a later run without a held-out split does not keep the earlier run's test.json
+    (run_dir / "train" / "test.json").unlink()
+    record(run_dir, dest)
+    assert not (dest / "train" / "test.json").exists()

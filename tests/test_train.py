@@ -32,7 +32,7 @@ STEPS_PER_EPOCH = 256 // 32
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
 
 OUTPUT_FILES = ("config.yaml", "train.log", "history.json", "history.csv", "result.json",
-                "best.ckpt", "best.json")
+                "best.ckpt", "best.json", "test.json")
 
 
 @pytest.fixture(scope="module")
@@ -125,14 +125,17 @@ def test_command_line_runs_the_smoke_profile(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "msresnet.train", "--config", "configs/smoke.yaml",
          "--train_samples", "64", "--eval_samples", "32", "--epoch_size", "1",
-         "--data_dir", "data", "--output", str(out), "--no-progress"],
+         "--data_dir", "data", "--output", str(out), "--no-progress", "--valid_split", "0"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["epochs"] == 1 and summary["steps"] == 2
-    for name in OUTPUT_FILES + ("resnet50-1_2.ckpt",):
+    for name in [n for n in OUTPUT_FILES if n != "test.json"] + ["resnet50-1_2.ckpt"]:
         assert (out / name).is_file(), name
     assert "epoch_size: 1" in (out / "config.yaml").read_text()
+    # valid_split 0, the recipe's way: validated (and chose) on the test set, no test.json
+    assert json.loads((out / "best.json").read_text())["evaluated_on"]["split"] == "test"
+    assert not (out / "test.json").exists() and summary["test_top1"] is None
 
 
 def test_command_line_reports_config_errors(tmp_path):
@@ -201,6 +204,25 @@ def test_the_run_records_its_data_folder_and_validation_images(runs):
     best = json.loads((folder / "best.json").read_text())
     assert best["evaluated_on"]["images"] == SMALL["eval_samples"]
     assert best["evaluated_on"]["folder"] == str(REPO_ROOT / "data" / "cifar-10-batches-bin")
+    # smoke holds out 512 training images: validation (and the choice) used them
+    assert best["evaluated_on"]["split"] == "valid" and best["evaluated_on"]["held_out"] == 512
+
+
+def test_the_test_set_scores_the_chosen_and_the_last_checkpoint_once(runs):
+    result = runs["straight"]
+    record = json.loads((result.output_dir / "test.json").read_text())
+    assert record == result.test
+    assert record["selected_on"] == result.best["evaluated_on"]
+    assert record["evaluated_on"]["split"] == "test"
+    assert record["evaluated_on"]["images"] == SMALL["eval_samples"]
+    assert record["chosen"]["epoch"] == result.best["epoch"]
+    assert record["chosen"]["valid_top1"] == result.best["top1"]
+    assert record["last"] == {**record["last"], "file": "resnet50-2_8.ckpt", "epoch": 2}
+    for scores in (record["chosen"], record["last"]):
+        assert 0 <= scores["top1"] <= scores["top5"] <= 1
+    if result.best["source"] == "resnet50-2_8.ckpt":
+        assert record["chosen"]["top1"] == record["last"]["top1"]
+    assert result.seconds_test is not None and result.seconds_test > 0
 
 
 def test_resume_reports_settings_that_differ_from_the_recording(runs, tmp_path, caplog):
@@ -227,22 +249,28 @@ def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path
     from msresnet.cifar10 import FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES
     run_dir = tmp_path / "run"
     shutil.copytree(runs["straight"].output_dir, run_dir)
-    # The sweep runs where ./data is *another* copy of CIFAR-10 (test records reordered):
-    # before, the sweep took ./data and silently scored (and promoted) on it.
+    # The sweep runs where ./data is *another* copy of CIFAR-10 (every file's records
+    # reordered, so its held-out images and its test images differ): before, the
+    # sweep took ./data and silently scored (and promoted) on it.
     source = REPO_ROOT / "data" / FOLDER_NAME
     other = tmp_path / "data" / FOLDER_NAME
     other.mkdir(parents=True)
-    for name in (*TRAIN_FILES, "batches.meta.txt"):
-        (other / name).symlink_to(source / name)
-    records = np.fromfile(source / TEST_FILES[0], dtype=np.uint8).reshape(-1, RECORD_BYTES)
-    records[::-1].tofile(other / TEST_FILES[0])
+    (other / "batches.meta.txt").symlink_to(source / "batches.meta.txt")
+    for name in (*TRAIN_FILES, *TEST_FILES):
+        records = np.fromfile(source / name, dtype=np.uint8).reshape(-1, RECORD_BYTES)
+        records[::-1].tofile(other / name)
 
     proc = sweep_cli(run_dir, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     swept = json.loads((run_dir / "sweep.json").read_text())
     assert swept["evaluated_on"]["folder"] == str(source) and swept["overrides"] == {}
-    assert json.loads((run_dir / "best.json").read_text())["selected_by"].startswith("checkpoint")
+    assert json.loads((run_dir / "best.json").read_text())["selected_by"] == \
+        f"checkpoint sweep on {SMALL['eval_samples']} valid images"
     assert (run_dir / "best.previous.json").is_file()  # training's choice, kept
+    assert swept["evaluated_on"]["split"] == "valid"
+    tested = json.loads((run_dir / "test.json").read_text())  # the choice, scored on test
+    assert swept["test"] == tested and tested["evaluated_on"]["split"] == "test"
+    assert tested["selected_by"].startswith("checkpoint sweep")
 
     best_before = (run_dir / "best.json").read_bytes()
     proc = sweep_cli(run_dir, tmp_path, "--data_dir", "data")  # explicitly the other copy
