@@ -20,7 +20,7 @@ HISTORY = [
 ]
 
 
-def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 3) -> Path:
+def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 4) -> Path:
     """A reproduce --out folder as chapters 1, 4 and 5 leave it (no checkpoints needed)."""
     run_dir = tmp_path / "run"
     train = run_dir / "train"
@@ -77,7 +77,7 @@ def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
     page.parent.mkdir()
     written = record(run_dir, dest)
     assert dest / "run.json" in written and dest / "train" / "history.json" in written
-    assert (dest / "figures" / "05_checkpoint_sweep-3.png").read_bytes() == b"\x89PNG fake"
+    assert (dest / "figures" / "05_checkpoint_sweep-4.png").read_bytes() == b"\x89PNG fake"
     assert not (dest / "figures" / "01_dataset-1.png").exists(), "only chapters 4 and 5's figures"
     assert not list(dest.rglob("*.ckpt"))
 
@@ -90,7 +90,7 @@ def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
     assert "skipped by `--resume`" not in text
     assert "python -m msresnet.reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference" in text
     figures = re.findall(r"```\{figure\} (\S+)", text)
-    assert len(figures) == 4
+    assert len(figures) == 5
     for figure in figures:
         assert (page.parent / figure).resolve().is_file(), figure
 
@@ -108,7 +108,7 @@ def test_a_resumed_run_says_which_chapters_came_from_the_earlier_invocation(tmp_
 
 @pytest.mark.parametrize("broken, message", [
     ({"status": "failed"}, "failed: 05_checkpoint_sweep"),
-    ({"sweep_figures": 2}, "05_checkpoint_sweep drew 2 figures, the page expects 3"),
+    ({"sweep_figures": 2}, "05_checkpoint_sweep drew 2 figures, the page expects 4"),
 ])
 def test_an_incomplete_run_is_refused_with_the_reason(tmp_path, broken, message):
     with pytest.raises(ResultsError, match=re.escape(message)):

@@ -1,0 +1,50 @@
+"""The learning-rate range test: its arithmetic, and one short real run on the smoke profile."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
+from msresnet.config import load_config
+from msresnet.lr_range import RangeResult, RangeTestError, range_test, rates, smooth
+from msresnet.paths import REPO_ROOT
+
+
+def test_smoothing_is_bias_corrected():
+    assert smooth([2.0]) == [2.0]  # no pull towards 0 at the start
+    out = smooth([2.0, 2.0, 2.0, 4.0], beta=0.5)
+    assert out[:3] == pytest.approx([2.0, 2.0, 2.0])
+    assert 2.0 < out[3] < 4.0
+
+
+def test_rates_are_log_spaced_from_min_to_max():
+    lrs = rates(0.001, 10.0, 5)
+    assert lrs[0] == pytest.approx(0.001) and lrs[-1] == pytest.approx(10.0)
+    assert np.allclose(np.diff(np.log(lrs)), np.log(10.0))
+    for bad in ((0.0, 1.0, 5), (1.0, 0.5, 5), (0.1, 1.0, 1)):
+        with pytest.raises(RangeTestError):
+            rates(*bad)
+
+
+def test_suggestions_read_the_smoothed_curve():
+    lrs = list(rates(0.001, 1.0, 7))  # 0.001 ... 1, a factor of 10**0.5 apart
+    smoothed = [2.30, 2.29, 2.20, 1.90, 1.85, 2.5, 6.0]
+    result = RangeResult(lr=lrs, loss=smoothed, smoothed=smoothed, batch_size=64, seconds=1.0,
+                         diverged=True)
+    assert result.min_loss_lr == pytest.approx(lrs[4])
+    assert result.steepest_lr == pytest.approx(lrs[2])  # the biggest drop per factor of rate
+    record = result.to_dict()
+    assert record["min_loss_lr"] == result.min_loss_lr and record["diverged"] is True
+
+
+@pytest.mark.slow
+def test_a_short_real_range_test_stops_at_its_steps(tmp_path):
+    config = load_config("smoke", {"train_samples": 64, "data_dir": str(REPO_ROOT / "data")})
+    result = range_test(config, lr_min=1e-4, lr_max=1e-2, steps=4, diverge=1e9)
+    assert len(result.lr) == len(result.loss) == 4 and not result.diverged
+    assert np.all(np.isfinite(result.loss))
+    assert result.settings["valid_split"] == config.valid_split
+    json.dumps(result.to_dict())  # what --json writes
