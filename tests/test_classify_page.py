@@ -49,6 +49,9 @@ def test_model_json_describes_the_committed_model(metadata, samples):
     assert metadata["input"] == {"name": "x", "shape": ["batch", 3, 32, 32]}
     assert metadata["command"].startswith("python -m msresnet.export ")
     assert 0 < metadata["best"]["top1"] <= 1
+    if metadata["best"]["evaluated_on"]["split"] == "valid":  # chosen on held-out images:
+        assert metadata["test"]["images"] == 10_000       # the page quotes the test score
+        assert 0 < metadata["test"]["top1"] <= metadata["test"]["top5"] <= 1
     assert sorted(s["label"] for s in samples) == sorted(CLASSES)
     assert all((WEB / s["file"]).is_file() for s in samples)
 

@@ -216,8 +216,9 @@ def test_int8_is_smaller_and_close(models, tmp_path, pictures):
 def test_the_browser_model_keeps_the_reference_accuracy():
     """The committed INT8 model scores what its checkpoint scored, within 2 points.
 
-    Measured: 65.59 % against the checkpoint's 65.66 % on all 10,000 test images of
-    this book's copy; 2 points leave room for another genuine copy of the test set.
+    Measured (reference run of 2026-12-02): 62.31 % against the chosen checkpoint's
+    62.27 % (test.json) on all 10,000 test images of this book's copy; 2 points leave
+    room for another genuine copy of the test set.
     """
     import json
 
@@ -240,8 +241,13 @@ def test_the_browser_model_keeps_the_reference_accuracy():
         correct += int((session.run(None, {"x": batch})[0].argmax(1)
                         == labels[start:start + 1000]).sum())
     accuracy = correct / len(images)
-    assert meta["best"]["evaluated_on"]["images"] == len(images) == 10_000
-    assert abs(accuracy - meta["best"]["top1"]) <= 0.02, (accuracy, meta["best"]["top1"])
+    # the chosen checkpoint's test score (test.json), or best.json's when it was chosen on test
+    scored = meta.get("test") or {"top1": meta["best"]["top1"],
+                                  "images": meta["best"]["evaluated_on"]["images"]}
+    if meta.get("test") is None:
+        assert meta["best"]["evaluated_on"]["split"] == "test"
+    assert scored["images"] == len(images) == 10_000
+    assert abs(accuracy - scored["top1"]) <= 0.02, (accuracy, scored["top1"])
 
 
 def test_cli_on_real_test_images_with_the_browser_model():

@@ -125,9 +125,13 @@
     try {
       const meta = await window.msresnetClassifier.ready;
       const best = meta.best || {};
+      // The test score of the chosen checkpoint (a run that chose on held-out images),
+      // else best.json's own score, which was then measured on test images.
+      const scored = meta.test ||
+        {top1: best.top1, images: best.evaluated_on ? best.evaluated_on.images : "?"};
       status.textContent = `Model loaded: ${meta.model} (${(meta.bytes / 1e6).toFixed(1)} MB), ` +
-        `from ${best.source || meta.checkpoint}, top-1 ${(100 * best.top1).toFixed(2)} % on ` +
-        `${best.evaluated_on ? best.evaluated_on.images : "?"} test images before quantization.`;
+        `from ${best.source || meta.checkpoint}, top-1 ${(100 * scored.top1).toFixed(2)} % on ` +
+        `${scored.images} test images before quantization.`;
     } catch (error) {
       status.textContent = `The model could not be loaded: ${error.message}`;
       root.dataset.state = "error";
