@@ -37,9 +37,11 @@ CASES = {
     # is refused by the config, tests/test_config.py).
     "batch-of-one": ("-p", "stem", "cifar", "-p", "epoch_size", "2", "-p", "train_samples", "1",
                      "-p", "batch_size", "1", "-p", "eval_samples", "1"),
+    # ... and validating on the test set, the recipe's way (no held-out images, no test.json)
     "cifar-stem-cosine": ("-p", "stem", "cifar", "-p", "lr_schedule", "cosine",
                           "-p", "epoch_size", "2", "-p", "train_samples", "4",
-                          "-p", "batch_size", "2", "-p", "eval_samples", "4"),
+                          "-p", "batch_size", "2", "-p", "eval_samples", "4",
+                          "-p", "valid_split", "0"),
     "constant-lr-224": (*SMALL, "-p", "image_size", "224", "-p", "lr_schedule", "constant"),
     "data-parallel-smallest": ("-p", "job_epoch_size", "1", "-p", "job_train_samples", "2",
                                "-p", "batch_size", "2", "-p", "job_eval_samples", "2"),
