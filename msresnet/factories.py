@@ -75,19 +75,27 @@ def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Datas
     nor the test set. With 0, validation reads the test set (the recipe's way).
     """
     folder = dataset_folder(config.data_dir)
-    common = {"image_size": config.image_size, "num_workers": config.num_workers}
-    train_idx = valid_idx = None
+    train_idx = None
     if config.valid_split:
         check_folder(folder)  # a wrong folder is named before the split reads it
-        train_idx, valid_idx = hold_out(folder, config.valid_split, config.seed)
+        train_idx = hold_out(folder, config.valid_split, config.seed)[0]
     train_ds = create_dataset(folder, "train", config.batch_size, training=True,
                               num_samples=config.train_samples, seed=config.seed,
-                              indices=train_idx, **rank.shard_kwargs(), **common)
-    if valid_idx is None:
+                              indices=train_idx, image_size=config.image_size,
+                              num_workers=config.num_workers, **rank.shard_kwargs())
+    if not config.valid_split:
         return train_ds, make_test_dataset(config)
-    eval_ds = create_dataset(folder, "train", config.batch_size, training=False,
-                             num_samples=config.eval_samples, indices=valid_idx, **common)
-    return train_ds, eval_ds
+    return train_ds, make_valid_dataset(config)
+
+
+def make_valid_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:
+    """The held-out validation images, in index order, cut to ``eval_samples``."""
+    folder = dataset_folder(config.data_dir)
+    check_folder(folder)
+    _, valid_idx = hold_out(folder, config.valid_split, config.seed)
+    return create_dataset(folder, "train", batch_size or config.batch_size, training=False,
+                          num_samples=config.eval_samples, image_size=config.image_size,
+                          num_workers=config.num_workers, indices=valid_idx)
 
 
 def make_test_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:

@@ -151,10 +151,10 @@ class CheckpointEvaluator:
         test set; None (the default) is what the run validated on during training:
         the held-out images when ``valid_split`` > 0, else the test set.
         """
-        from msresnet.cifar10 import evaluation_images, hold_out
-        from msresnet.factories import dataset_folder, make_loss, set_context
+        from msresnet.cifar10 import evaluation_images
+        from msresnet.factories import (dataset_folder, make_loss, make_test_dataset,
+                                        make_valid_dataset, set_context, validation_images)
         from msresnet.model import resnet50
-        from msresnet.pipeline import create_dataset
         from msresnet.train import CONFIG_FILE, config_differences, recorded_config
 
         if split not in (None, "valid", "test"):
@@ -182,17 +182,17 @@ class CheckpointEvaluator:
                              "validation images (use split 'test')")
         set_context(config)
         net = resnet50(num_classes=config.num_classes, stem=config.stem)
-        usage, indices, held = "test", None, {}
+        scored = dataclasses.replace(config, eval_samples=eval_samples)
         if split == "valid":
-            usage, held = "train", {"valid_split": config.valid_split, "seed": config.seed}
-            indices = hold_out(folder, config.valid_split, config.seed)[1]
-        dataset = create_dataset(folder, usage, batch_size or config.batch_size, training=False,
-                                 image_size=config.image_size, num_samples=eval_samples,
-                                 num_workers=config.num_workers, indices=indices)
+            dataset = make_valid_dataset(scored, batch_size)
+            evaluated_on = validation_images(scored)
+        else:
+            dataset = make_test_dataset(scored, batch_size)
+            evaluated_on = evaluation_images(folder, eval_samples)
         evaluator = cls(net, dataset, make_loss(config))
         evaluator.config = config
         evaluator.split = split
-        evaluator.evaluated_on = evaluation_images(folder, eval_samples, **held)
+        evaluator.evaluated_on = evaluated_on
         evaluator.overrides = overrides
         return evaluator
 
