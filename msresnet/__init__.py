@@ -33,7 +33,8 @@ that never train:
   runs of the chapters and the results page), ``bench`` (the training step),
   ``pipeline_bench`` (the data pipeline, alone and in training), ``lab`` (JupyterLab),
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only,
-  a checkpoint or MINDIR loads MindSpore inside the function);
+  a checkpoint or MINDIR loads MindSpore inside the function), ``ablation`` (the
+  budget ablation: short training runs in other processes, scored inside a function);
 * object storage: ``staging``, ``local_s3``, ``sync``, ``job`` (a ModelArts-style
   job; it imports the training only when it runs).
 
@@ -41,7 +42,9 @@ MindSpore at top level, in the order they build on each other:
 
 * ``losses``, ``flops``, ``model`` (ResNet50), ``convert_mindrecord`` (CIFAR-10 to
   MindRecord, ``mindspore.mindrecord``), ``pipeline`` (``mindspore.dataset``: the
-  binary files, MindRecord or arrays in memory), ``checkpoints``, ``callbacks``;
+  binary files, MindRecord or arrays in memory), ``tta`` (flip test-time
+  augmentation), ``checkpoints``, ``callbacks``, ``ema`` (the weight average kept
+  beside training);
 * ``final_test``: the chosen and the last checkpoint scored once on the test set
   (a run that chose on held-out images);
 * ``factories``: network, optimizer, loss, metrics, device setting and datasets
@@ -64,6 +67,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "download", "lr_schedule", "config", "cifar10",
     "distributed", "notebook", "prepare", "launch", "reproduce", "results_page", "bench",
     "lab", "staging", "local_s3", "sync", "job", "images", "predict", "pipeline_bench",
+    "ablation",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

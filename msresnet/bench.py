@@ -55,6 +55,8 @@ class BenchSettings:
     warmup: int = 2
     device_target: str = "CPU"
     seed: int = 1
+    threads: int | None = None    # CPU kernel threads (op_tuning.threads_num); None: MindSpore's
+    jit_level: str | None = None  # graph compile level O0/O1/O2 (jit_config); None: default
 
 
 @dataclass
@@ -151,6 +153,10 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
     mode_value = {"graph": mindspore.GRAPH_MODE, "pynative": mindspore.PYNATIVE_MODE}[mode]
     mindspore.set_device(settings.device_target)
     mindspore.set_context(mode=mode_value)
+    if settings.threads is not None:
+        mindspore.device_context.cpu.op_tuning.threads_num(settings.threads)
+    if settings.jit_level is not None:
+        mindspore.set_context(jit_config={"jit_level": settings.jit_level})
     mindspore.set_seed(settings.seed)
     net = resnet50(num_classes=settings.num_classes, stem=settings.stem)
     step = make_train_step(net)
@@ -167,12 +173,17 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
 # Parent side: one subprocess per combination.
 
 def _worker_command(settings: BenchSettings, mode: str, isa: str) -> list[str]:
-    return [sys.executable, "-m", "msresnet.bench", "--worker",
+    command = [sys.executable, "-m", "msresnet.bench", "--worker",
             "--batch-size", str(settings.batch_size), "--image-size", str(settings.image_size),
             "--stem", settings.stem, "--num-classes", str(settings.num_classes),
             "--steps", str(settings.steps), "--warmup", str(settings.warmup),
             "--device-target", settings.device_target, "--seed", str(settings.seed),
             "--modes", mode, "--isa", isa]
+    if settings.threads is not None:
+        command += ["--threads", str(settings.threads)]
+    if settings.jit_level is not None:
+        command += ["--jit-level", settings.jit_level]
+    return command
 
 
 def run_one(settings: BenchSettings, mode: str, isa: str, timeout: float | None = 1800) -> BenchResult:
@@ -211,7 +222,8 @@ def format_table(report: dict) -> str:
     slowest = max(r["ms_per_step"] for r in rows)
     s = report["settings"]
     header = (f"ResNet50 training step, batch {s['batch_size']}, {s['image_size']}x{s['image_size']}, "
-              f"stem {s['stem']}, {s['steps']} timed steps after {s['warmup']} warm-up")
+              f"stem {s['stem']}, {s['steps']} timed steps after {s['warmup']} warm-up, "
+              f"threads {s.get('threads') or 'default'}, jit level {s.get('jit_level') or 'default'}")
     lines = [header,
              f"{'mode':<9} {'ONEDNN_MAX_CPU_ISA':<19} {'ms/step':>9} {'images/s':>9} "
              f"{'first step s':>12} {'speed-up':>8}"]
@@ -246,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"comma-separated {ISA_VARIABLE} values; '{DEFAULT_ISA}' removes the "
                              "variable, ALL means no cap (default AVX2,default)")
     parser.add_argument("--device-target", default="CPU")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU kernel threads (mindspore.device_context.cpu.op_tuning."
+                             "threads_num); default: MindSpore's own choice")
+    parser.add_argument("--jit-level", default=None, choices=("O0", "O1", "O2"),
+                        help="graph compile level (set_context(jit_config=...)); default: "
+                             "MindSpore's")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per combination")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -257,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = BenchSettings(batch_size=args.batch_size, image_size=args.image_size, stem=args.stem,
                              num_classes=args.num_classes, steps=args.steps, warmup=args.warmup,
-                             device_target=args.device_target, seed=args.seed)
+                             device_target=args.device_target, seed=args.seed,
+                             threads=args.threads, jit_level=args.jit_level)
     modes, isas = _csv(args.modes), _csv(args.isa)
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:

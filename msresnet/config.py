@@ -177,6 +177,16 @@ class Config:
     warmup_epochs: int = _field(5, _int_at_least(0),
                                 "epochs of linear warmup from lr_init to lr_max")
     momentum: float = _field(0.9, _number(0, 1), "SGD momentum")
+    nesterov: bool = _field(False, _BOOL, "Nesterov momentum (the recipe: plain momentum)")
+    bn_momentum: float = _field(
+        0.9, _number(0, 1, low_open=True),
+        "BatchNorm moving-average momentum, MindSpore's meaning: running = m * running "
+        "+ (1 - m) * batch (PyTorch's momentum is 1 - m); the models repo's 0.9")
+    ema_decay: float = _field(
+        0.0, _number(0, 1),
+        "also keep an exponential moving average of the weights (and BatchNorm "
+        "statistics) with this per-step decay, saved as ema-<epoch>.ckpt beside each "
+        "checkpoint (for evaluation; training never reads it); 0: none")
     weight_decay: float = _field(0.0001, _number(0),
                                  "L2 weight decay (not applied to BatchNorm and biases)")
     loss_scale: float = _field(1024.0, _number(1),

@@ -116,11 +116,12 @@ def make_model(config: Config, steps_per_epoch: int,
     """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
     ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
     net = resnet50(num_classes=config.num_classes, stem=config.stem,
-                   zero_init_residual=config.zero_init_residual)
+                   zero_init_residual=config.zero_init_residual,
+                   bn_momentum=config.bn_momentum)
     lr = lr_for_config(config, steps_per_epoch)
     amp = uses_mixed_precision(config)
     optimizer = nn.Momentum(param_groups(net, config.weight_decay), learning_rate=ms.Tensor(lr),
-                            momentum=config.momentum,
+                            momentum=config.momentum, use_nesterov=config.nesterov,
                             loss_scale=config.loss_scale if amp else 1.0)
     kwargs: dict[str, Any] = {}
     if amp:

@@ -77,12 +77,12 @@ def _conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1
                      pad_mode="same", has_bias=False, weight_init=XavierUniform())
 
 
-def _bn(channels: int) -> nn.BatchNorm2d:
-    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=_BN_MOMENTUM, gamma_init="ones",
+def _bn(channels: int, momentum: float = _BN_MOMENTUM) -> nn.BatchNorm2d:
+    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=momentum, gamma_init="ones",
                           beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones")
 
 
-def _bn_last(channels: int) -> nn.BatchNorm2d:
+def _bn_last(channels: int, momentum: float = _BN_MOMENTUM) -> nn.BatchNorm2d:
     """The last BatchNorm of a residual branch starts at ``gamma=0`` (zoo's ``_bn_last``).
 
     Every block then starts as the identity, so the residual stream does not grow
@@ -90,7 +90,7 @@ def _bn_last(channels: int) -> nn.BatchNorm2d:
     the first steps (loss 2.4 -> 10 -> 25 measured here), which is the "zero-init
     residual" of Goyal et al. (2017).
     """
-    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=_BN_MOMENTUM, gamma_init="zeros",
+    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=momentum, gamma_init="zeros",
                           beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones")
 
 
@@ -108,20 +108,21 @@ class Bottleneck(nn.Cell):
     """
 
     def __init__(self, in_channels: int, out_channels: int, stride: int = 1,
-                 zero_init_residual: bool = True) -> None:
+                 zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> None:
         super().__init__()
         width = out_channels // EXPANSION
         self.conv1 = _conv(in_channels, width, 1)
-        self.bn1 = _bn(width)
+        self.bn1 = _bn(width, bn_momentum)
         self.conv2 = _conv(width, width, 3, stride=stride)
-        self.bn2 = _bn(width)
+        self.bn2 = _bn(width, bn_momentum)
         self.conv3 = _conv(width, out_channels, 1)
-        self.bn3 = _bn_last(out_channels) if zero_init_residual else _bn(out_channels)
+        last = _bn_last if zero_init_residual else _bn
+        self.bn3 = last(out_channels, bn_momentum)
         self.relu = nn.ReLU()
         self.down_sample = stride != 1 or in_channels != out_channels
         if self.down_sample:
             self.down_sample_layer = nn.SequentialCell([_conv(in_channels, out_channels, 1, stride),
-                                                        _bn(out_channels)])
+                                                        _bn(out_channels, bn_momentum)])
         else:
             self.down_sample_layer = nn.Identity()
 
@@ -136,7 +137,7 @@ class ResNet50(nn.Cell):
     """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``."""
 
     def __init__(self, num_classes: int = 10, stem: str = "imagenet",
-                 zero_init_residual: bool = True) -> None:
+                 zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> None:
         super().__init__()
         if stem not in STEMS:
             raise ValueError(f"stem must be one of {', '.join(map(repr, STEMS))}; got {stem!r}")
@@ -150,12 +151,13 @@ class ResNet50(nn.Cell):
         else:
             self.conv1 = _conv(3, 64, 3, stride=1)
             self.maxpool = nn.Identity()
-        self.bn1 = _bn(64)
+        self.bn1 = _bn(64, bn_momentum)
         self.relu = nn.ReLU()
         in_channels = 64
         for name, blocks, _width, out_channels, stride in STAGES:
-            layer = [Bottleneck(in_channels, out_channels, stride, zero_init_residual)]
-            layer += [Bottleneck(out_channels, out_channels, 1, zero_init_residual)
+            layer = [Bottleneck(in_channels, out_channels, stride, zero_init_residual,
+                                bn_momentum)]
+            layer += [Bottleneck(out_channels, out_channels, 1, zero_init_residual, bn_momentum)
                       for _ in range(blocks - 1)]
             setattr(self, name, nn.SequentialCell(layer))
             in_channels = out_channels
@@ -173,16 +175,20 @@ class ResNet50(nn.Cell):
 
 
 def resnet50(num_classes: int = 10, stem: str = "imagenet",
-             zero_init_residual: bool = True) -> nn.Cell:
+             zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> nn.Cell:
     """Build ResNet50 v1.5; ``stem`` is ``"imagenet"`` (for 224x224 input) or ``"cifar"`` (32x32).
 
     ``zero_init_residual``: the last BatchNorm of each residual branch starts at
     ``gamma=0`` (MindSpore 1.x model_zoo, the seed's) or, if False, at 1 (the models
     repo's ResNet50 with Momentum today). Only the initial values differ: the
-    parameters, their names and a checkpoint's layout are the same.
+    parameters, their names and a checkpoint's layout are the same. ``bn_momentum``
+    is every BatchNorm's ``momentum`` in MindSpore's meaning (``running = m * running
+    + (1 - m) * batch``; PyTorch's ``momentum`` is ``1 - m``); it changes only how
+    fast the moving statistics follow the batches, not the layout either.
     Raises ``ValueError`` naming the bad value for an unknown stem.
     """
-    return ResNet50(num_classes=num_classes, stem=stem, zero_init_residual=zero_init_residual)
+    return ResNet50(num_classes=num_classes, stem=stem, zero_init_residual=zero_init_residual,
+                    bn_momentum=bn_momentum)
 
 
 def _leaf(name: str) -> str:

@@ -120,13 +120,17 @@ class CheckpointEvaluator:
     and returns its scores; only the first call compiles the evaluation graph.
     """
 
-    def __init__(self, net: nn.Cell, dataset: Any, loss_fn: nn.Cell | None = None) -> None:
+    def __init__(self, net: nn.Cell, dataset: Any, loss_fn: nn.Cell | None = None,
+                 flip: bool = False) -> None:
         from msresnet.factories import make_metrics
+        from msresnet.tta import FlipAverage
 
-        self.net = net
+        self.net = net  # checkpoints load into this one
+        self.flip = flip  # score the mean logits of each image and its mirror
+        self.scored = FlipAverage(net) if flip else net
         self.dataset = dataset
         self.loss_fn = loss_fn or SparseCrossEntropy()
-        self.model = Model(net, loss_fn=self.loss_fn, metrics=make_metrics())
+        self.model = Model(self.scored, loss_fn=self.loss_fn, metrics=make_metrics())
         self.loaded: Path | None = None
         self.config: Any = None  # the run's Config when built by for_run
         self.split = "test"  # which images ``dataset`` holds: "valid" or "test" (for_run)
@@ -136,7 +140,7 @@ class CheckpointEvaluator:
     @classmethod
     def for_run(cls, run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
                 eval_samples: int | None = None, batch_size: int | None = None,
-                split: str | None = None) -> CheckpointEvaluator:
+                split: str | None = None, flip: bool = False) -> CheckpointEvaluator:
         """Build ResNet50 and the run's validation pipeline as its ``config.yaml`` describes.
 
         The run's recording decides everything that must match its checkpoints or its
@@ -149,7 +153,8 @@ class CheckpointEvaluator:
         ``split``: ``"valid"`` scores the run's held-out validation images (its
         ``valid_split`` and ``seed``, rebuilt from the data folder), ``"test"`` the
         test set; None (the default) is what the run validated on during training:
-        the held-out images when ``valid_split`` > 0, else the test set.
+        the held-out images when ``valid_split`` > 0, else the test set. ``flip``:
+        horizontal-flip test-time augmentation (:class:`msresnet.tta.FlipAverage`).
         """
         from msresnet.cifar10 import evaluation_images
         from msresnet.factories import (dataset_folder, make_loss, make_test_dataset,
@@ -189,7 +194,7 @@ class CheckpointEvaluator:
         else:
             dataset = make_test_dataset(scored, batch_size)
             evaluated_on = evaluation_images(folder, eval_samples)
-        evaluator = cls(net, dataset, make_loss(config))
+        evaluator = cls(net, dataset, make_loss(config), flip=flip)
         evaluator.config = config
         evaluator.split = split
         evaluator.evaluated_on = evaluated_on
@@ -223,10 +228,10 @@ class CheckpointEvaluator:
         """
         if path is not None:
             self.load(path)
-        self.net.set_train(False)
+        self.scored.set_train(False)
         labels, preds = [], []
         for image, label in (dataset or self.dataset).create_tuple_iterator(num_epochs=1):
-            logits = self.net(image)
+            logits = self.scored(image)
             labels.append(label.asnumpy())
             preds.append(logits.asnumpy().argmax(axis=1))
         return np.concatenate(labels).astype(np.int64), np.concatenate(preds).astype(np.int64)

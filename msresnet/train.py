@@ -73,6 +73,7 @@ from msresnet.cifar10 import evaluation_images
 from msresnet.factories import (TrainError, dataset_folder, make_datasets, make_model,
                                 make_test_dataset, set_context, uses_mixed_precision,
                                 validation_images)
+from msresnet.ema import WeightAverage
 from msresnet.final_test import score_chosen_and_last
 
 log = logging.getLogger("msresnet.train")
@@ -351,6 +352,10 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
             ckpt = AtomicCheckpoint(output_dir, ckpt_config, steps_per_epoch, PREFIX, step_offset)
             evaluated_on = validation_images(config)
             cbs += [ckpt, BestCheckpoint(output_dir, step_offset, ckpt, evaluated_on)]
+            if config.ema_decay:
+                cbs.append(WeightAverage(net, output_dir, config.ema_decay, steps_per_epoch,
+                                         step_offset=step_offset,
+                                         keep=config.keep_checkpoint_max))
         cbs.append(history)
         if stop_after_epoch is not None:
             cbs.append(StopAfterEpoch(stop_after_epoch))

@@ -17,7 +17,7 @@ def test_cli_writes_json_with_positive_timings(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "msresnet.bench", "--batch-size", "4", "--image-size", "32",
          "--stem", "imagenet", "--steps", "2", "--warmup", "1", "--modes", "pynative",
-         "--isa", "AVX2,default", "--json", str(out)],
+         "--isa", "AVX2,default", "--threads", "2", "--jit-level", "O0", "--json", str(out)],
         capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "ONEDNN_MAX_CPU_ISA" in completed.stdout and "images/s" in completed.stdout
@@ -25,6 +25,8 @@ def test_cli_writes_json_with_positive_timings(tmp_path):
     report = json.loads(out.read_text())
     assert set(report) == {"settings", "machine", "results"}
     assert report["settings"]["batch_size"] == 4 and report["settings"]["stem"] == "imagenet"
+    assert (report["settings"]["threads"], report["settings"]["jit_level"]) == (2, "O0")
+    assert "threads 2, jit level O0" in completed.stdout
     assert report["machine"]["cpu_count"] >= 1
     results = report["results"]
     assert [(r["mode"], r["isa"]) for r in results] == [("pynative", "AVX2"), ("pynative", "default")]

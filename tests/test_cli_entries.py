@@ -30,7 +30,7 @@ PACKAGE = REPO_ROOT / "msresnet"
 # Every module with a command line; local_s3 is the tests' S3 server, not a reader's tool.
 ENTRIES = ("prepare", "train", "sweep", "job", "launch", "reproduce", "bench",
            "results_page", "sync", "lab", "export", "predict", "convert_mindrecord",
-           "pipeline_bench", "lr_range")
+           "pipeline_bench", "lr_range", "ablation")
 
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,

@@ -26,7 +26,7 @@ from msresnet.paths import REPO_ROOT
 from msresnet.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
                             validation_epochs)
 
-SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2,
+SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
          "data_dir": str(REPO_ROOT / "data")}
 STEPS_PER_EPOCH = 256 // 32
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
@@ -280,3 +280,23 @@ def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path
     swept = json.loads((run_dir / "sweep.json").read_text())
     assert swept["overrides"]["data_dir"][1] == "data" and "not_promoted" in swept
     assert (run_dir / "best.json").read_bytes() == best_before
+
+
+def test_the_weight_average_is_saved_every_epoch_and_survives_resume(runs):
+    from msresnet.ema import EMA_PREFIX
+
+    straight, resumed = runs["straight"].output_dir, runs["resumed"].output_dir
+    names = [c.name for c in ck.list_checkpoints(straight, EMA_PREFIX)]
+    assert names == [ck.checkpoint_name(1, STEPS_PER_EPOCH, EMA_PREFIX),
+                     ck.checkpoint_name(2, STEPS_PER_EPOCH, EMA_PREFIX)]
+    last = ck.read_checkpoint(straight / names[-1])
+    weights = ck.read_checkpoint(ck.list_checkpoints(straight)[-1].path)
+    conv = "conv1.weight"
+    # an average of the run's weights: not the last weights, but close to them
+    assert not np.array_equal(last[conv].asnumpy(), weights[conv].asnumpy())
+    assert ck.checkpoint_meta(last) == {"epoch": 2, "step": 2 * STEPS_PER_EPOCH}
+    # the resumed run continued the saved average (float32 on disk, float64 in memory)
+    again = ck.read_checkpoint(resumed / names[-1])
+    for name in (conv, "bn1.moving_mean", "end_point.bias"):
+        np.testing.assert_allclose(again[name].asnumpy(), last[name].asnumpy(),
+                                   rtol=1e-5, atol=1e-7)
