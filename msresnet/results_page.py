@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from msresnet.atomic import write_text
+from msresnet.paths import REPO_ROOT
 from msresnet.reproduce import format_metric
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
@@ -261,6 +262,67 @@ def render_page(dest: Path, page: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_ROW_START = "| CPU, 2 cores (the results page) |"
+"""How the README's reproduction table row for the recorded run begins (the rest is generated)."""
+
+
+def _in_repo(path: Path) -> str:
+    """``path`` relative to the repository when inside it (the same text from any folder)."""
+    try:
+        return Path(path).resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def readme_row(dest: Path) -> str:
+    """The README's reproduction-table row for the run recorded under ``dest``.
+
+    Every figure comes from the records (``run.json``, ``train/history.json``,
+    ``train/test.json``), so the README cannot drift from them;
+    ``tests/test_results_page.py`` checks the committed row.
+    """
+    dest = Path(dest)
+    run = _load_run(dest)
+    entries = {e["name"]: e for e in run["notebooks"]}
+    train = entries["04_train_eval"]["metrics"]
+    params, machine = run["parameters"], run["machine"]
+    held_out = params.get("valid_split") or 0
+    train_images = params["train_samples"] or 50_000 - held_out
+    day = max(e["finished"] for e in run["notebooks"])[:10]
+    total = sum(e["seconds"] for e in run["notebooks"])
+    where = (f"measured on {machine['cpu_count']} cores ({machine['cpu_model']}, {day}, "
+             f"recorded in `{_in_repo(dest)}/`)")
+    test_path = dest / "train" / "test.json"
+    if held_out and test_path.is_file():
+        test = json.loads(test_path.read_text())
+        chosen, last = test["chosen"], test["last"]
+        same = ("the last checkpoint was the chosen one" if chosen.get("source") == last["file"]
+                else f"the last checkpoint: {100 * last['top1']:.2f}%")
+        reached = (f"{100 * chosen['top1']:.2f}% top-1 on the {test['evaluated_on']['images']:,} "
+                   f"test images for the checkpoint chosen on {held_out:,} held-out training "
+                   f"images ({100 * chosen['valid_top1']:.2f}% there; {same})")
+    else:
+        sweep = entries["05_checkpoint_sweep"]["metrics"]
+        reached = f"{100 * sweep['best_top1']:.2f}% top-1, chosen on the test set"
+    return (f"{README_ROW_START} `{run['command']}` | {where}: {reached}, after "
+            f"{params['epoch_size']} epochs of {train_images:,} images (batch "
+            f"{params['batch_size']}); {_minutes(total)} in all, of which "
+            f"{_minutes(train['train_seconds'])} training at "
+            f"{train['train_images_per_second']:.1f} images/s. Chapter 10 shows what limits "
+            "it and what each budget trick changed |")
+
+
+def write_readme_row(dest: Path, readme: Path) -> Path:
+    """Replace the line of ``readme`` that starts with :data:`README_ROW_START`."""
+    lines = Path(readme).read_text(encoding="utf-8").split("\n")
+    found = [i for i, line in enumerate(lines) if line.startswith(README_ROW_START)]
+    if len(found) != 1:
+        raise ResultsError(f"{readme}: expected one line starting with {README_ROW_START!r}, "
+                           f"found {len(found)}")
+    lines[found[0]] = readme_row(dest)
+    return write_text(readme, "\n".join(lines))
+
+
 def write_page(dest: Path, page: Path) -> Path:
     """Write :func:`render_page` to ``page``."""
     return write_text(page, render_page(dest, page))
@@ -272,10 +334,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path, help="a finished reproduce --out folder")
     parser.add_argument("--dest", type=Path, default=Path("results/cpu"))
     parser.add_argument("--page", type=Path, default=Path("book/results.md"))
+    parser.add_argument("--readme", type=Path, default=Path("README.md"),
+                        help="README whose reproduction-table row for this run is rewritten")
     args = parser.parse_args(argv)
     try:
         written = record(args.run_dir, args.dest)
         write_page(args.dest, args.page)
+        write_readme_row(args.dest, args.readme)
     except ResultsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

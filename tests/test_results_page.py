@@ -202,3 +202,18 @@ def test_a_run_that_chose_on_held_out_images_reports_the_test_score_of_its_choic
     (run_dir / "train" / "test.json").unlink()
     record(run_dir, dest)
     assert not (dest / "train" / "test.json").exists()
+
+
+def test_the_readme_row_of_the_reference_run_is_generated_from_its_records(tmp_path):
+    """The README's reproduction row for the recorded run: generated, never typed."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    row = results_page.readme_row(REPO_ROOT / "results" / "cpu")
+    assert row in readme.split("\n"), (
+        "README.md's reference row differs from results/cpu: run python -m msresnet.results_page")
+    copy = tmp_path / "README.md"
+    copy.write_text("intro\n| a | b |\n" + results_page.README_ROW_START + " old |\nend\n")
+    results_page.write_readme_row(REPO_ROOT / "results" / "cpu", copy)
+    assert copy.read_text() == f"intro\n| a | b |\n{row}\nend\n"
+    copy.write_text("no row here\n")
+    with pytest.raises(ResultsError, match="expected one line starting with"):
+        results_page.write_readme_row(REPO_ROOT / "results" / "cpu", copy)
