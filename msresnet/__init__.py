@@ -43,8 +43,8 @@ MindSpore at top level, in the order they build on each other:
 * ``losses``, ``flops``, ``model`` (ResNet50), ``convert_mindrecord`` (CIFAR-10 to
   MindRecord, ``mindspore.mindrecord``), ``pipeline`` (``mindspore.dataset``: the
   binary files, MindRecord or arrays in memory), ``tta`` (flip test-time
-  augmentation), ``checkpoints``, ``callbacks``, ``ema`` (the weight average kept
-  beside training);
+  augmentation), ``nesterov`` (Nesterov momentum that the CPU honours),
+  ``checkpoints``, ``callbacks``, ``ema`` (the weight average kept beside training);
 * ``final_test``: the chosen and the last checkpoint scored once on the test set
   (a run that chose on held-out images);
 * ``factories``: network, optimizer, loss, metrics, device setting and datasets

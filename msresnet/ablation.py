@@ -90,7 +90,7 @@ ROWS: tuple[Row, ...] = (
         run_of="recipe"),
     Row("ema", f"weight average, decay {EMA_DECAY} per step (scores the recipe run)",
         scores="ema", run_of="recipe"),
-    Row("nesterov", "Nesterov momentum", {"nesterov": True}),
+    Row("nesterov", "Nesterov momentum (msresnet.nesterov on the CPU)", {"nesterov": True}),
     Row("bn-momentum-0.97", "BatchNorm momentum 0.97 (PyTorch 0.03) instead of 0.9",
         {"bn_momentum": 0.97}),
     Row("no-label-smoothing", "label smoothing 0 instead of 0.1", {"label_smoothing": 0.0}),

@@ -27,6 +27,7 @@ from msresnet.distributed import RankInfo
 from msresnet.losses import CrossEntropySmooth, SparseCrossEntropy
 from msresnet.lr_schedule import lr_for_config
 from msresnet.model import param_groups, resnet50
+from msresnet.nesterov import NesterovMomentum
 from msresnet.pipeline import check_folder, create_dataset
 
 
@@ -111,18 +112,36 @@ def validation_images(config: Config) -> dict[str, Any]:
                              valid_split=config.valid_split, seed=config.seed)
 
 
+def make_network(config: Config) -> nn.Cell:
+    """ResNet50 as the config describes it, its weights drawn from ``config.seed``."""
+    ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
+    return resnet50(num_classes=config.num_classes, stem=config.stem,
+                    zero_init_residual=config.zero_init_residual,
+                    bn_momentum=config.bn_momentum)
+
+
+def make_optimizer(config: Config, net: nn.Cell, lr: np.ndarray) -> nn.Optimizer:
+    """Momentum SGD with the weight-decay groups and the per-step rates ``lr``.
+
+    ``nesterov: true`` on the CPU uses :class:`msresnet.nesterov.NesterovMomentum`,
+    because MindSpore 2.10's CPU kernel ignores ``nn.Momentum(use_nesterov=True)``.
+    """
+    groups = param_groups(net, config.weight_decay)
+    scale = config.loss_scale if uses_mixed_precision(config) else 1.0
+    if config.nesterov and config.device_target == "CPU":
+        return NesterovMomentum(groups, learning_rate=ms.Tensor(lr), momentum=config.momentum,
+                                loss_scale=scale)
+    return nn.Momentum(groups, learning_rate=ms.Tensor(lr), momentum=config.momentum,
+                       use_nesterov=config.nesterov, loss_scale=scale)
+
+
 def make_model(config: Config, steps_per_epoch: int,
                ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
     """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
-    ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
-    net = resnet50(num_classes=config.num_classes, stem=config.stem,
-                   zero_init_residual=config.zero_init_residual,
-                   bn_momentum=config.bn_momentum)
+    net = make_network(config)
     lr = lr_for_config(config, steps_per_epoch)
     amp = uses_mixed_precision(config)
-    optimizer = nn.Momentum(param_groups(net, config.weight_decay), learning_rate=ms.Tensor(lr),
-                            momentum=config.momentum, use_nesterov=config.nesterov,
-                            loss_scale=config.loss_scale if amp else 1.0)
+    optimizer = make_optimizer(config, net, lr)
     kwargs: dict[str, Any] = {}
     if amp:
         kwargs = {"amp_level": config.amp_level,

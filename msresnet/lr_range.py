@@ -33,17 +33,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
-from mindspore import nn
 from mindspore.train import Callback, Model
 
 from msresnet.atomic import write_json
 from msresnet.callbacks import loss_value
 from msresnet.config import Config, load_config, parse_overrides
-from msresnet.factories import make_datasets, make_loss, set_context
-from msresnet.model import param_groups, resnet50
+from msresnet.factories import make_datasets, make_loss, make_network, make_optimizer, set_context
 
 log = logging.getLogger("msresnet.lr_range")
 
@@ -133,11 +130,8 @@ def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, st
     per_epoch = train_ds.get_dataset_size()
     if per_epoch == 0:
         raise RangeTestError(f"no full batch of {config.batch_size} in the training images")
-    ms.set_seed(config.seed)
-    net = resnet50(num_classes=config.num_classes, stem=config.stem,
-                   zero_init_residual=config.zero_init_residual)
-    optimizer = nn.Momentum(param_groups(net, config.weight_decay), learning_rate=ms.Tensor(lrs),
-                            momentum=config.momentum)
+    net = make_network(config)
+    optimizer = make_optimizer(config, net, lrs)
     model = Model(net, loss_fn=make_loss(config), optimizer=optimizer)
     recorder = _Recorder(steps, diverge)
     started = time.perf_counter()

@@ -39,6 +39,8 @@ EXPECTED_METRICS = {
     "09_data_pipeline": {"mindrecord_train_records", "pipeline_images_per_s_binary_1",
                          "pipeline_images_per_s_mindrecord_1", "pipeline_images_per_s_numpy_1",
                          "threads_added_binary_1", "default_workers"},
+    "10_training_budget": {"reference_images_per_second", "budget_images", "reference_test_top1",
+                           "ablation_rows", "ablation_noise_points"},
 }
 NBVAL_METRICS = REPO_ROOT / "runs" / "nbval-metrics"
 
