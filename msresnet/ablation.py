@@ -7,11 +7,12 @@ images, the same one-epoch warmup and linear decay to zero, about 5 minutes on
 (its first 5,000 images) scores the same last checkpoint. Two rows train
 nothing: they score the ``recipe`` run's checkpoint differently (flip test-time
 augmentation, :mod:`msresnet.tta`; the weight average the run kept,
-:mod:`msresnet.ema`). The ``seed-2`` row is the noise floor: the same recipe
-with another seed (weights, shuffles and the held-out images all change), so a
-difference smaller than the two seeds' is not evidence of anything.
+:mod:`msresnet.ema`). The ``seed-2`` and ``seed-3`` rows are the noise floor:
+the same recipe with other seeds (weights, shuffles and the held-out images all
+change), so a difference smaller than the spread of the three seeds is not
+evidence of anything.
 
-Why short runs? Nine 30-minute runs do not fit a working day on this machine;
+Why short runs? Twelve 30-minute runs do not fit a working day on this machine;
 what a trick does in 3 short epochs is a hint for the 3 full ones, not proof,
 and the chapter says so beside the table.
 
@@ -86,6 +87,7 @@ ROWS: tuple[Row, ...] = (
     Row("recipe", "the cpu recipe, short (batch 64, peak 0.1, warmup 1 epoch, "
         "label smoothing 0.1)", {"ema_decay": EMA_DECAY}),
     Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)", {"seed": 2}),
+    Row("seed-3", "seed 3 (noise floor, a third draw)", {"seed": 3}),
     Row("flip-tta", "flip test-time augmentation (scores the recipe run)", scores="flip",
         run_of="recipe"),
     Row("ema", f"weight average, decay {EMA_DECAY} per step (scores the recipe run)",
@@ -218,6 +220,16 @@ def read_rows(records: Path = RECORDS) -> list[dict[str, Any]]:
         if path.is_file():
             rows.append(json.loads(path.read_text(encoding="utf-8")))
     return rows
+
+
+SEED_ROWS = ("recipe", "seed-2", "seed-3")
+"""The same recipe with three seeds: their spread is the noise floor."""
+
+
+def noise_floor(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """Range (max - min) of validation top-1 over the seed rows; None if fewer than two."""
+    seeds = [r["valid"]["top1"] for r in rows if r["row"] in SEED_ROWS]
+    return max(seeds) - min(seeds) if len(seeds) >= 2 else None
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:

@@ -81,3 +81,10 @@ def test_a_row_without_a_finished_run_is_named(tmp_path):
 def test_unknown_rows_are_refused():
     with pytest.raises(SystemExit, match="unknown row 'nesterof'"):
         ab.main(["run", "nesterof"])
+
+
+def test_the_noise_floor_is_the_spread_of_the_seed_rows():
+    rows = [{"row": name, "valid": {"top1": top1}} for name, top1 in
+            (("recipe", 0.30), ("seed-2", 0.26), ("nesterov", 0.50), ("seed-3", 0.28))]
+    assert ab.noise_floor(rows) == pytest.approx(0.04)
+    assert ab.noise_floor(rows[:1]) is None
