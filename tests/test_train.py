@@ -27,6 +27,7 @@ from msresnet.train import (TrainError, parse_args, recorded_config, train_and_e
                             validation_epochs)
 
 SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
+         "nesterov": True,  # the hand-written optimizer must resume exactly too
          "data_dir": str(REPO_ROOT / "data")}
 STEPS_PER_EPOCH = 256 // 32
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
