@@ -177,7 +177,9 @@ class Config:
     warmup_epochs: int = _field(5, _int_at_least(0),
                                 "epochs of linear warmup from lr_init to lr_max")
     momentum: float = _field(0.9, _number(0, 1), "SGD momentum")
-    nesterov: bool = _field(False, _BOOL, "Nesterov momentum (the recipe: plain momentum)")
+    nesterov: bool = _field(False, _BOOL,
+                            "Nesterov momentum (done by msresnet.nesterov on the CPU, whose "
+                            "kernel ignores MindSpore's flag); the models repo: false")
     bn_momentum: float = _field(
         0.9, _number(0, 1, low_open=True),
         "BatchNorm moving-average momentum, MindSpore's meaning: running = m * running "
