@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
-import os
 import shlex
 import shutil
 import subprocess
@@ -114,10 +114,10 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def train_command(row: Row) -> list[str]:
-    """The ``python -m msresnet.train`` command line that trains ``row``'s run."""
+def train_command(row: Row, runs: Path = RUNS) -> list[str]:
+    """The ``python -m msresnet.train`` command line that trains ``row``'s run in ``runs``."""
     source = BY_NAME[row.run_name]
-    args = ["python", "-m", "msresnet.train", PROFILE, "--output", str(RUNS / source.name)]
+    args = ["python", "-m", "msresnet.train", PROFILE, "--output", str(runs / source.name)]
     for key, value in {**SHORT, **source.overrides}.items():
         args += [f"--{key}", _value(value)]
     return args + ["--no-progress"]
@@ -128,12 +128,6 @@ def score_command(row: Row) -> list[str] | None:
     if row.trains:
         return None
     return ["python", "-m", "msresnet.ablation", "run", row.name]
-
-
-def _last_record(history: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    if not history:
-        raise RuntimeError("the run has no history records")
-    return history[-1]
 
 
 def _evaluate(row: Row, run_dir: Path) -> dict[str, Any]:
@@ -160,14 +154,14 @@ def _evaluate(row: Row, run_dir: Path) -> dict[str, Any]:
 
 def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, Any]:
     """Score ``row`` from its run folder and write ``<records>/<row>/row.json`` (+ run files)."""
-    import json
-
     from msresnet.callbacks import read_history
     from msresnet.final_test import read_test
 
     run_dir = runs / row.run_name
     history = read_history(run_dir)
-    last = _last_record(history)
+    if not history:
+        raise FileNotFoundError(f"{run_dir}: no history.json records: did the run start?")
+    last = history[-1]
     record: dict[str, Any] = {
         "row": row.name, "change": row.change, "scores": row.scores,
         "run": row.run_name, "overrides": dict(BY_NAME[row.run_name].overrides),
@@ -196,7 +190,6 @@ def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str
     write_json(folder / ROW_JSON, record)
     log.info("recorded %s: valid top-1 %.4f, test top-1 %.4f", row.name,
              record["valid"]["top1"], record["test"]["top1"])
-    json.dumps(record)  # fail here, not in the chapter, if something is not JSON
     return record
 
 
@@ -204,18 +197,14 @@ def run_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, A
     """Train the row's run when it has no ``test.json`` yet, then record the row."""
     run_dir = runs / row.run_name
     if not (run_dir / "test.json").is_file():
-        source = BY_NAME[row.run_name]
-        command = [sys.executable, *train_command(source)[1:]]
-        command[command.index("--output") + 1] = str(run_dir)
-        log.info("training %s: %s", source.name, shlex.join(train_command(source)))
-        subprocess.run(command, check=True, cwd=os.getcwd())
+        command = train_command(row, runs)
+        log.info("training %s: %s", row.run_name, shlex.join(command))
+        subprocess.run([sys.executable, *command[1:]], check=True)
     return record_row(row, runs, records)
 
 
 def read_rows(records: Path = RECORDS) -> list[dict[str, Any]]:
     """The recorded rows, in :data:`ROWS` order (rows not recorded yet are left out)."""
-    import json
-
     rows = []
     for row in ROWS:
         path = records / row.name / ROW_JSON

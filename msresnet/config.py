@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from msresnet.lr_schedule import SCHEDULES
-from msresnet.paths import CONFIG_DIR, REPO_ROOT
+from msresnet.paths import CONFIG_DIR, in_repo
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
 DEVICE_TARGETS = ("CPU", "GPU", "Ascend")
@@ -187,8 +187,8 @@ class Config:
     ema_decay: float = _field(
         0.0, _number(0, 1),
         "also keep an exponential moving average of the weights (and BatchNorm "
-        "statistics) with this per-step decay, saved as ema-<epoch>.ckpt beside each "
-        "checkpoint (for evaluation; training never reads it); 0: none")
+        "statistics) with this per-step decay, saved as ema-<epoch>_<step>.ckpt after "
+        "each epoch (for evaluation; training never reads it); 0: none")
     weight_decay: float = _field(0.0001, _number(0),
                                  "L2 weight decay (not applied to BatchNorm and biases)")
     loss_scale: float = _field(1024.0, _number(1),
@@ -341,14 +341,6 @@ def available_profiles(config_dir: Path = CONFIG_DIR) -> list[str]:
     return sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
 
 
-def _display_path(path: Path) -> str:
-    """The path relative to the repository when inside it (stable in messages)."""
-    try:
-        return Path(os.path.abspath(path)).relative_to(REPO_ROOT).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def _resolve(profile_or_path: str | os.PathLike) -> Path:
     text = os.fspath(profile_or_path)
     looks_like_path = (isinstance(profile_or_path, os.PathLike) or text.endswith((".yaml", ".yml"))
@@ -362,7 +354,7 @@ def _resolve(profile_or_path: str | os.PathLike) -> Path:
     if not path.is_file():
         names = available_profiles()
         raise ConfigError(f"profile: unknown profile {text!r}{_suggest(text, names)}; "
-                          f"available: {', '.join(names)} (in {_display_path(CONFIG_DIR)}/)",
+                          f"available: {', '.join(names)} (in {in_repo(CONFIG_DIR)}/)",
                           key="profile", value=text)
     return path
 
@@ -401,7 +393,7 @@ def load_config(profile_or_path: str | os.PathLike = "smoke",
     being loaded. Raises :class:`ConfigError` naming the first bad key.
     """
     path = _resolve(profile_or_path)
-    source = _display_path(path)
+    source = in_repo(path)
     values = {name: f.default for name, f in FIELDS.items()}
     origin = {name: "defaults" for name in FIELDS}
     values["profile"] = path.stem

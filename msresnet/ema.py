@@ -34,8 +34,8 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Callback
 
-from msresnet.checkpoints import (checkpoint_name, list_checkpoints, load_strict,
-                                  prune_checkpoints, read_checkpoint, save_atomic)
+from msresnet.checkpoints import (checkpoint_name, list_checkpoints, prune_checkpoints,
+                                  read_checkpoint, save_atomic)
 
 log = logging.getLogger("msresnet.train")
 
@@ -129,8 +129,3 @@ class WeightAverage(Callback):
             self.pending = 0
         path = self.save(int(cb_params.cur_epoch_num), step)
         log.info("saved weight average %s", path.name)
-
-
-def load_average(net: nn.Cell, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load an ``ema-*.ckpt`` into ``net`` (strictly, like any checkpoint)."""
-    return load_strict(net, path)

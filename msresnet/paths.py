@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -19,3 +20,12 @@ tests that need it skip without it. The one place that names it."""
 
 LOCAL_MIRROR_MD5 = "f589d28b67d6155e7dae07c1a46334ef"
 """MD5 of :data:`LOCAL_MIRROR`."""
+
+
+def in_repo(path: str | os.PathLike[str]) -> str:
+    """``path`` relative to the repository when inside it, else as given: the same
+    text whatever folder a tool runs in (for messages and generated pages)."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)

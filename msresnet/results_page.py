@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from msresnet.atomic import write_text
-from msresnet.paths import REPO_ROOT
+from msresnet.paths import in_repo
 from msresnet.reproduce import format_metric
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
@@ -144,6 +144,12 @@ def _dataset(run: dict[str, Any]) -> str:
     return f"`{data['source']}`, {data['checksum']}"
 
 
+def _split_sizes(params: dict[str, Any]) -> tuple[int, int]:
+    """Held-out validation images and training images per epoch, from the run's parameters."""
+    held_out = params.get("valid_split") or 0
+    return held_out, params["train_samples"] or 50_000 - held_out
+
+
 def render_page(dest: Path, page: Path) -> str:
     """The Markdown of the results page, from the records under ``dest``."""
     dest, page = Path(dest), Path(page)
@@ -156,8 +162,7 @@ def render_page(dest: Path, page: Path) -> str:
     params = run["parameters"]
     machine = run["machine"]
     rel = Path(os.path.relpath(dest, page.parent)).as_posix()
-    held_out = params.get("valid_split") or 0
-    train_images = params["train_samples"] or 50_000 - held_out
+    held_out, train_images = _split_sizes(params)
     eval_images = params["eval_samples"] or 10_000
     valid_images = min(params["eval_samples"] or held_out, held_out)
     if held_out and "test_top1" in sweep:
@@ -266,14 +271,6 @@ README_ROW_START = "| CPU, 2 cores (the results page) |"
 """How the README's reproduction table row for the recorded run begins (the rest is generated)."""
 
 
-def _in_repo(path: Path) -> str:
-    """``path`` relative to the repository when inside it (the same text from any folder)."""
-    try:
-        return Path(path).resolve().relative_to(REPO_ROOT).as_posix()
-    except ValueError:
-        return Path(path).as_posix()
-
-
 def readme_row(dest: Path) -> str:
     """The README's reproduction-table row for the run recorded under ``dest``.
 
@@ -286,12 +283,11 @@ def readme_row(dest: Path) -> str:
     entries = {e["name"]: e for e in run["notebooks"]}
     train = entries["04_train_eval"]["metrics"]
     params, machine = run["parameters"], run["machine"]
-    held_out = params.get("valid_split") or 0
-    train_images = params["train_samples"] or 50_000 - held_out
+    held_out, train_images = _split_sizes(params)
     day = max(e["finished"] for e in run["notebooks"])[:10]
     total = sum(e["seconds"] for e in run["notebooks"])
     where = (f"measured on {machine['cpu_count']} cores ({machine['cpu_model']}, {day}, "
-             f"recorded in `{_in_repo(dest)}/`)")
+             f"recorded in `{in_repo(dest)}/`)")
     test_path = dest / "train" / "test.json"
     if held_out and test_path.is_file():
         test = json.loads(test_path.read_text())

@@ -157,9 +157,9 @@ class CheckpointEvaluator:
         horizontal-flip test-time augmentation (:class:`msresnet.tta.FlipAverage`).
         """
         from msresnet.cifar10 import evaluation_images
-        from msresnet.factories import (dataset_folder, make_loss, make_test_dataset,
-                                        make_valid_dataset, set_context, validation_images)
-        from msresnet.model import resnet50
+        from msresnet.factories import (dataset_folder, make_loss, make_network,
+                                        make_test_dataset, make_valid_dataset, set_context,
+                                        validation_images)
         from msresnet.train import CONFIG_FILE, config_differences, recorded_config
 
         if split not in (None, "valid", "test"):
@@ -186,7 +186,7 @@ class CheckpointEvaluator:
             raise ValueError(f"{config_path} has valid_split 0: the run held out no "
                              "validation images (use split 'test')")
         set_context(config)
-        net = resnet50(num_classes=config.num_classes, stem=config.stem)
+        net = make_network(config)
         scored = dataclasses.replace(config, eval_samples=eval_samples)
         if split == "valid":
             dataset = make_valid_dataset(scored, batch_size)
