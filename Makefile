@@ -102,6 +102,9 @@ reproduce-test: venv data
 # reordered, pixels nudged by +-1: tests/cifar10_variant.py), so no stored output
 # may depend on which genuine copy a reader has. NBVAL_DATA=data uses data/ itself.
 NBVAL_DATA ?= data-variant
+# The prepared copy's record, written by `make data` (order-only: under make -j the
+# variant must wait for it, but an existing record is not remade every time).
+data/cifar-10-batches-bin/.prepared.json: | data ;
 $(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json: data/cifar-10-batches-bin/.prepared.json
 	$(PY) tests/cifar10_variant.py data/cifar-10-batches-bin $(NBVAL_DATA)
 
