@@ -102,6 +102,9 @@ reproduce-test: venv data
 # reordered, pixels nudged by +-1: tests/cifar10_variant.py), so no stored output
 # may depend on which genuine copy a reader has. NBVAL_DATA=data uses data/ itself.
 NBVAL_DATA ?= data-variant
+# Two chapters at a time (pytest-xdist; conftest.py keeps each notebook, and chapters
+# 4, 5 and 8, which build on each other, in one worker). NBVAL_WORKERS=0: one at a time.
+NBVAL_WORKERS ?= 2
 # The prepared copy's record, written by `make data` (order-only: under make -j the
 # variant must wait for it, but an existing record is not remade every time).
 data/cifar-10-batches-bin/.prepared.json: | data ;
@@ -116,7 +119,8 @@ NBVAL_ENV := MSRESNET_DATA_DIR=$(NBVAL_DATA) MSRESNET_METRICS_DIR=$(CURDIR)/runs
   LOCAL_S3_ACCESS_KEY_ID=AKIANBVALCANARY4X7Q LOCAL_S3_SECRET_ACCESS_KEY=nbval-canary-secret-R8tW2mK5pZ9vL3xQ
 nbval: venv data $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json)
 	rm -rf runs/nbval-metrics runs/nbval-outputs
-	$(NBVAL_ENV) $(PY) -m pytest -q --durations=12 $(NBVAL) $(NOTEBOOKS)
+	$(NBVAL_ENV) $(PY) -m pytest -q --durations=12 $(NBVAL) \
+	  $(if $(filter 0,$(NBVAL_WORKERS)),,-n $(NBVAL_WORKERS)) $(NOTEBOOKS)
 	$(NBVAL_ENV) $(PY) -m pytest -q tests/test_chapter_metrics.py tests/test_nbval_outputs.py
 
 browser-test: system-deps book-html
