@@ -85,8 +85,9 @@ quick-test: venv data
 # waits), so two files at a time took 8 min 27 s where one at a time took 17 min 3 s
 # (idle 2-core Intel Xeon, 2026-12-01). UNIT_WORKERS=0 runs them one at a time.
 UNIT_WORKERS ?= 2
+UNIT_MARKERS ?= not browser and not params
 unit-test: venv data
-	$(PY) -m pytest -q --durations=40 -m "not browser and not params" \
+	$(PY) -m pytest -q --durations=40 -m "$(UNIT_MARKERS)" \
 	  $(if $(filter 0,$(UNIT_WORKERS)),,-n $(UNIT_WORKERS) --dist loadfile) tests
 
 # The training chapters with more parameter values (batch size 1, the cifar stem,
@@ -131,8 +132,11 @@ browser-test: system-deps book-html
 # Chromium), which strict nbval's training fills, and the two cores stay busy (about
 # 90% over a fresh clone's run). The timings the chapters and tests check under that
 # load are ratios of measurements taken side by side or bounds with wide margins.
+# Tests marked chapter_twin repeat on a smaller run what a chapter asserts, and nbval
+# runs every chapter here, so they are left out (make unit-test runs them).
 test:
-	$(MAKE) --no-print-directory -j3 --output-sync=target unit-test nbval browser-test
+	$(MAKE) --no-print-directory -j3 --output-sync=target \
+	  UNIT_MARKERS="not browser and not params and not chapter_twin" unit-test nbval browser-test
 	@echo "make test: all checks passed"
 
 clean:
