@@ -1,8 +1,8 @@
 # The book's two commands (see README.md):
 #   make book   set up .venv, prepare CIFAR-10, build the HTML book
-#   make test   set up, then every test, three groups at once: unit tests, strict
-#               nbval over every notebook, the book build with warnings as errors
-#               and the browser test
+#   make test   set up, then the tests, three groups at once: unit tests (but the
+#               chapter twins), strict nbval over every notebook, the book build
+#               with warnings as errors and the browser test
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
