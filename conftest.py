@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from msresnet.notebook import NBVAL_OUTPUTS_VARIABLE
+
 CHAINED = ("04_train_eval", "05_checkpoint_sweep", "08_export_deploy")
 
 
@@ -48,7 +50,7 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     yield
-    folder = os.environ.get("MSRESNET_NBVAL_OUTPUTS")
+    folder = os.environ.get(NBVAL_OUTPUTS_VARIABLE)
     outputs = getattr(item, "test_outputs", None)  # an nbval cell, once it ran
     if not folder or call.when != "call" or outputs is None:
         return

@@ -35,6 +35,9 @@ from msresnet.config import (FIELDS, Config, ConfigError, Overrides, load_config
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
+# Where strict nbval keeps what each executed cell printed, when set (conftest.py;
+# read by tests/test_nbval_outputs.py).
+NBVAL_OUTPUTS_VARIABLE = "MSRESNET_NBVAL_OUTPUTS"
 # The chapters' default data folder when set (instead of the profile's): how the test
 # command runs every chapter on a second, differing copy of CIFAR-10 (see the README).
 DATA_DIR_VARIABLE = "MSRESNET_DATA_DIR"

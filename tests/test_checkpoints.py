@@ -278,7 +278,6 @@ def test_history_writes_json_and_csv(tmp_path):
     assert not any(p.name.endswith(".part.csv") for p in tmp_path.iterdir())
 
 
-
 def test_mindspores_memory_check_counts_the_page_cache_it_can_drop():
     """MindSpore 2.10 compares a checkpoint's size with the free pages only, and
     refused a 188 MB file while gigabytes sat in the page cache; ours counts

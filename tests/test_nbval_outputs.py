@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from msresnet.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.paths import REPO_ROOT
 from msresnet.reproduce import chapters
 
@@ -24,8 +25,8 @@ CREDENTIALS = ("LOCAL_S3_ACCESS_KEY_ID", "LOCAL_S3_SECRET_ACCESS_KEY")
 JOB_FOLDER = REPO_ROOT / "runs" / "06_obs_staging"
 TEXT_SUFFIXES = (".log", ".json", ".yaml", ".csv", ".txt")
 pytestmark = pytest.mark.skipif(
-    not os.environ.get("MSRESNET_NBVAL_OUTPUTS")
-    or Path(os.environ["MSRESNET_NBVAL_OUTPUTS"]).resolve() != NBVAL_OUTPUTS.resolve(),
+    not os.environ.get(NBVAL_OUTPUTS_VARIABLE)
+    or Path(os.environ[NBVAL_OUTPUTS_VARIABLE]).resolve() != NBVAL_OUTPUTS.resolve(),
     reason="run by make nbval after the notebooks")
 
 
