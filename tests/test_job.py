@@ -145,7 +145,13 @@ def run_job(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str
                           text=True, env=os.environ.copy(), timeout=timeout, cwd=REPO_ROOT)
 
 
+# Chapter 6 runs this job from obs:// URLs on its own local server and asserts the
+# same under strict nbval in the test command (exit code, epochs and steps, the
+# ignored platform arguments and the overrides, every uploaded file, no credential in
+# what the job printed; tests/test_nbval_outputs.py greps the files it wrote), so
+# make test leaves this twin out and make unit-test runs it (pyproject.toml).
 @pytest.mark.slow
+@pytest.mark.chapter_twin
 def test_job_stages_trains_and_uploads(tmp_path, dataset_url):
     bucket, data_url = dataset_url
     train_url = f"obs://{bucket}/runs/smoke/"
