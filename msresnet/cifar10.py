@@ -540,17 +540,44 @@ def _lock(root: Path) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- identity
 
-def training_records(folder: str | os.PathLike[str]) -> np.ndarray:
-    """All training records (N, 3073) of ``data_batch_1..5.bin``, in file order.
+def _training_files(folder: str | os.PathLike[str]) -> list[np.ndarray]:
+    """``data_batch_1..5.bin`` mapped read-only as (N, 3073) record arrays: a reader
+    of a few columns or rows touches only those pages, not the 150 MB."""
+    files = []
+    for name in TRAIN_FILES:
+        path = Path(folder) / name
+        files.append(np.memmap(path, dtype=np.uint8, mode="r")
+                     .reshape(record_count(path), RECORD_BYTES))
+    return files
+
+
+def training_records(folder: str | os.PathLike[str],
+                     indices: np.ndarray | None = None) -> np.ndarray:
+    """All training records (N, 3073) of ``data_batch_1..5.bin``, in file order, or
+    only the records at ``indices`` (in that order).
 
     File order is the order MindSpore's ``Cifar10Dataset`` numbers them in (its
     sampler indices), so index ``i`` here is index ``i`` of ``usage="train"``.
     """
-    parts = []
-    for name in TRAIN_FILES:
-        path = Path(folder) / name
-        parts.append(np.fromfile(path, dtype=np.uint8).reshape(record_count(path), RECORD_BYTES))
-    return np.concatenate(parts)
+    files = _training_files(folder)
+    if indices is None:
+        return np.concatenate(files)
+    starts = np.cumsum([0] + [len(f) for f in files])
+    indices = np.asarray(indices, dtype=np.int64)
+    if indices.size and not (0 <= indices.min() and indices.max() < starts[-1]):
+        raise DatasetError(f"{folder}: record indices must be 0..{starts[-1] - 1}")
+    owner = np.searchsorted(starts, indices, side="right") - 1
+    out = np.empty((len(indices), RECORD_BYTES), dtype=np.uint8)
+    for number, records in enumerate(files):
+        mine = owner == number
+        out[mine] = records[indices[mine] - starts[number]]
+    return out
+
+
+def training_labels(folder: str | os.PathLike[str]) -> np.ndarray:
+    """The labels (N,) of all training records, in file order (what :func:`hold_out`
+    splits by): one byte per record read, not the whole files."""
+    return np.concatenate([records[:, 0] for records in _training_files(folder)])
 
 
 def hold_out(folder: str | os.PathLike[str], count: int, seed: int,
@@ -564,7 +591,7 @@ def hold_out(folder: str | os.PathLike[str], count: int, seed: int,
     validation set that happens to hold fewer cats scores a different mixture than
     the balanced test set it stands in for.
     """
-    labels = training_records(folder)[:, 0].astype(np.int64)
+    labels = training_labels(folder).astype(np.int64)
     classes = int(labels.max()) + 1
     if isinstance(count, bool) or not isinstance(count, int) or not 0 < count < len(labels):
         raise DatasetError(f"valid_split must be from 1 to {len(labels) - 1}, got {count!r}")
@@ -598,7 +625,7 @@ def evaluation_images(folder: str | os.PathLike[str], count: int | None = None, 
     if valid_split:
         _, valid = hold_out(folder, valid_split, seed)
         picked = valid if count is None else valid[:int(count)]
-        digest = hashlib.sha256(training_records(folder)[picked].tobytes())
+        digest = hashlib.sha256(training_records(folder, picked).tobytes())
         return {"split": "valid", "images": len(picked), "sha256": digest.hexdigest(),
                 "folder": str(Path(folder).resolve()), "held_out": valid_split, "seed": seed}
     path = Path(folder) / TEST_FILES[0]

@@ -126,6 +126,20 @@ def test_read_records_returns_hwc_images_and_labels(tmp_path: Path) -> None:
         read_records(path, start=3)
 
 
+def test_training_records_by_index_and_labels_agree_with_whole_files(tmp_path: Path) -> None:
+    files = fake_files(seed=3)
+    folder = write_folder(tmp_path / FOLDER_NAME, files)
+    whole = np.concatenate([np.frombuffer(files[name], dtype=np.uint8).reshape(-1, RECORD_BYTES)
+                            for name in TRAIN_FILES])
+    assert np.array_equal(cifar10.training_records(folder), whole)
+    assert np.array_equal(cifar10.training_labels(folder), whole[:, 0])
+    last = len(whole) - 1
+    picked = np.array([last, 0, COUNTS[TRAIN_FILES[0]], 0, COUNTS[TRAIN_FILES[0]] - 1])
+    assert np.array_equal(cifar10.training_records(folder, picked), whole[picked])
+    with pytest.raises(DatasetError, match=rf"record indices must be 0\.\.{last}$"):
+        cifar10.training_records(folder, [last + 1])
+
+
 # ---------------------------------------------------------------------------- validation
 
 def test_validate_reports_counts_per_file(tmp_path: Path) -> None:
