@@ -1,6 +1,6 @@
 """The training function and its command line: outputs, resume equivalence, errors.
 
-Training runs are few and small (256 training images, batch 32, 2 epochs of 8
+Training runs are few and small (128 training images, batch 32, 2 epochs of 4
 steps) and shared through module-scoped fixtures: one straight run, and one run
 interrupted after epoch 1 and resumed. With fixed seeds MindSpore's CPU training
 is bit-identical run to run, and resume replays the data pipeline exactly, so the
@@ -26,10 +26,10 @@ from msresnet.paths import REPO_ROOT
 from msresnet.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
                             validation_epochs)
 
-SMALL = {"train_samples": 256, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
+SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
          "nesterov": True,  # the hand-written optimizer must resume exactly too
          "data_dir": str(REPO_ROOT / "data")}
-STEPS_PER_EPOCH = 256 // 32
+STEPS_PER_EPOCH = 128 // 32
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
 
 OUTPUT_FILES = ("config.yaml", "train.log", "history.json", "history.csv", "result.json",
@@ -54,10 +54,11 @@ def test_straight_run_writes_everything(runs):
     folder = result.output_dir
     for name in OUTPUT_FILES:
         assert (folder / name).is_file(), name
-    assert [c for c in result.checkpoints] == ["resnet50-1_8.ckpt", "resnet50-2_8.ckpt"]
+    assert [c for c in result.checkpoints] == [f"resnet50-{epoch}_{STEPS_PER_EPOCH}.ckpt"
+                                               for epoch in (1, 2)]
     assert result.steps == 2 * STEPS_PER_EPOCH and result.epochs == 2
     assert [r["epoch"] for r in result.history] == [1, 2]
-    assert [r["step"] for r in result.history] == [8, 16]
+    assert [r["step"] for r in result.history] == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
     for record in result.history:
         assert 0.0 <= record["val_top1"] <= record["val_top5"] <= 1.0
         assert record["train_seconds"] > 0 and record["images_per_second"] > 0
@@ -66,8 +67,8 @@ def test_straight_run_writes_everything(runs):
     best = json.loads((folder / "best.json").read_text())
     assert best == result.best
     assert best["top1"] == max(r["val_top1"] for r in result.history)
-    assert best["source"] == f"resnet50-{best['epoch']}_8.ckpt"
-    assert "epoch 2: step 16" in (folder / "train.log").read_text()
+    assert best["source"] == f"resnet50-{best['epoch']}_{STEPS_PER_EPOCH}.ckpt"
+    assert f"epoch 2: step {2 * STEPS_PER_EPOCH}" in (folder / "train.log").read_text()
 
 
 def test_interrupted_run_stops_after_one_epoch(runs):
@@ -78,14 +79,14 @@ def test_interrupted_run_stops_after_one_epoch(runs):
 
 def test_resume_continues_at_the_right_epoch_and_step(runs):
     resumed = runs["resumed"]
-    assert resumed.resumed_from == "resnet50-1_8.ckpt"
+    assert resumed.resumed_from == f"resnet50-1_{STEPS_PER_EPOCH}.ckpt"
     assert resumed.steps == runs["straight"].steps == 2 * STEPS_PER_EPOCH
     assert [r["epoch"] for r in resumed.history] == [1, 2]
     assert resumed.checkpoints == runs["straight"].checkpoints
-    ckpt = ck.read_checkpoint(resumed.output_dir / "resnet50-2_8.ckpt")
-    assert ck.checkpoint_meta(ckpt) == {"epoch": 2, "step": 16}
-    assert int(ckpt["global_step"].asnumpy().item()) == 16
-    # the learning rate continued from step 8, not from 0
+    ckpt = ck.read_checkpoint(resumed.output_dir / f"resnet50-2_{STEPS_PER_EPOCH}.ckpt")
+    assert ck.checkpoint_meta(ckpt) == {"epoch": 2, "step": 2 * STEPS_PER_EPOCH}
+    assert int(ckpt["global_step"].asnumpy().item()) == 2 * STEPS_PER_EPOCH
+    # the learning rate continued from the end of epoch 1, not from step 0
     assert [r["lr"] for r in resumed.history] == [r["lr"] for r in runs["straight"].history]
 
 
@@ -94,8 +95,8 @@ def test_resume_reproduces_the_straight_run_exactly(runs):
     keys = ("train_loss", "val_loss", "val_top1", "val_top5")
     assert [[r[k] for k in keys] for r in resumed.history] == \
         [[r[k] for k in keys] for r in straight.history]
-    a = ck.read_checkpoint(straight.output_dir / "resnet50-2_8.ckpt")
-    b = ck.read_checkpoint(resumed.output_dir / "resnet50-2_8.ckpt")
+    a = ck.read_checkpoint(straight.output_dir / f"resnet50-2_{STEPS_PER_EPOCH}.ckpt")
+    b = ck.read_checkpoint(resumed.output_dir / f"resnet50-2_{STEPS_PER_EPOCH}.ckpt")
     assert sorted(a) == sorted(b)
     differing = [name for name in a if not np.array_equal(a[name].asnumpy(), b[name].asnumpy())]
     assert differing == [], f"weights differ after resume: {differing[:5]}"
@@ -114,9 +115,9 @@ def test_resume_from_a_missing_file_is_an_error(tmp_path):
 
 
 def test_resume_with_other_steps_per_epoch_is_an_error(runs, tmp_path):
-    source = runs["straight"].output_dir / "resnet50-1_8.ckpt"
+    source = runs["straight"].output_dir / f"resnet50-1_{STEPS_PER_EPOCH}.ckpt"
     with pytest.raises(ck.CheckpointError, match="steps per epoch"):
-        train_and_evaluate("smoke", {**SMALL, "train_samples": 128, "output_dir": str(tmp_path),
+        train_and_evaluate("smoke", {**SMALL, "train_samples": 64, "output_dir": str(tmp_path),
                                      "resume_from": str(source)}, progress=False)
 
 
@@ -218,10 +219,11 @@ def test_the_test_set_scores_the_chosen_and_the_last_checkpoint_once(runs):
     assert record["evaluated_on"]["images"] == SMALL["eval_samples"]
     assert record["chosen"]["epoch"] == result.best["epoch"]
     assert record["chosen"]["valid_top1"] == result.best["top1"]
-    assert record["last"] == {**record["last"], "file": "resnet50-2_8.ckpt", "epoch": 2}
+    last_file = f"resnet50-2_{STEPS_PER_EPOCH}.ckpt"
+    assert record["last"] == {**record["last"], "file": last_file, "epoch": 2}
     for scores in (record["chosen"], record["last"]):
         assert 0 <= scores["top1"] <= scores["top5"] <= 1
-    if result.best["source"] == "resnet50-2_8.ckpt":
+    if result.best["source"] == f"resnet50-2_{STEPS_PER_EPOCH}.ckpt":
         assert record["chosen"]["top1"] == record["last"]["top1"]
     assert result.seconds_test is not None and result.seconds_test > 0
 
