@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +74,11 @@ def load_rank(directory: str | os.PathLike[str], rank: int) -> RankRecord:
                       params_path=directory / PARAMS_FILE.format(rank=rank), **arrays)
 
 
-def step_times(records: Sequence[RankRecord], first_epoch: int = 2) -> np.ndarray:
+def step_times(records: Sequence[Any], first_epoch: int = 2) -> np.ndarray:
     """Wall time of every step from epoch ``first_epoch`` on (epoch 1 includes graph
     compilation), the slowest rank's for each step: the job moves at its pace.
+    ``records`` are the ranks' :class:`RankRecord` or a one-worker :class:`Replay`
+    (anything with ``step_epochs`` and ``step_seconds``).
 
     A job shorter than that (one epoch) gives its steps after the first, which
     compiled; a job of one step gives that step, compilation included.
@@ -253,12 +256,22 @@ def global_losses(records: Sequence[RankRecord]) -> np.ndarray:
 
 
 class _StepLosses(Callback):
+    """Every step's loss, and its wall time measured as the ranks measure theirs
+    (:class:`msresnet.rank_dump.RankDump`: since the previous step ended)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.losses: list[float] = []
+        self.step_seconds: list[float] = []
+        self._last_step = 0.0
+
+    def on_train_epoch_begin(self, run_context: Any) -> None:
+        self._last_step = time.perf_counter()
 
     def on_train_step_end(self, run_context: Any) -> None:
+        self.step_seconds.append(time.perf_counter() - self._last_step)
         self.losses.append(loss_value(run_context.original_args().net_outputs))
+        self._last_step = time.perf_counter()
 
 
 class _GradientStep(nn.Cell):
@@ -269,7 +282,7 @@ class _GradientStep(nn.Cell):
     the last bit (idle 2-core Xeon, 2026-12-02)."""
 
     def __init__(self, with_loss: Any, parameters: Any) -> None:
-        super().__init__()
+        super().__init__(auto_prefix=False)  # the parameters keep their names
         self.with_loss = with_loss
         self.value_and_grad = ms.value_and_grad(with_loss, None, parameters)
 
@@ -284,6 +297,8 @@ class Replay:
     losses: np.ndarray
     parameters: dict[str, Any]
     batch_size: int
+    step_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (steps,) wall time
+    step_epochs: np.ndarray = field(default_factory=lambda: np.zeros(0))   # (steps,) job epoch
 
 
 def _pipeline_inputs(images: np.ndarray) -> np.ndarray:
@@ -306,7 +321,9 @@ def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
     Same initial weights (``config.seed``), same learning-rate array (indexed by
     global step), same optimizer: the only difference to the data-parallel run is
     that BatchNorm normalises each step over the whole global batch instead of
-    over each rank's part of it. Runs in this process (it sets the device).
+    over each rank's part of it. Runs in this process (it sets the device). It
+    times every step as the ranks do, so it is also the one-worker side of a speed
+    comparison at the same global batch: the first step includes compiling.
     """
     import dataclasses
 
@@ -329,7 +346,8 @@ def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
     # "epoch" of `steps` batches follows the same schedule as `epochs` x steps/epoch.
     model.train(1, data, callbacks=[recorder], dataset_sink_mode=False)
     return Replay(np.asarray(recorder.losses), {p.name: p.asnumpy() for p in
-                                                model.train_network.get_parameters()}, batch)
+                                                model.train_network.get_parameters()}, batch,
+                  np.asarray(recorder.step_seconds), records[0].step_epochs.copy())
 
 
 def replay_averaged(records: Sequence[RankRecord], config: Any, steps: int | None = None,

@@ -74,11 +74,12 @@ def test_parameter_error_is_a_config_error():
 # ----------------------------------------------------------------- values
 def test_none_keeps_the_profiles_value():
     cpu, smoke = load_config("cpu"), load_config("smoke")
-    assert cpu.epoch_size != smoke.epoch_size and cpu.train_samples != smoke.train_samples
+    assert cpu.batch_size != smoke.batch_size and cpu.train_samples != smoke.train_samples
     config = config_from_parameters({"profile": "cpu", "epoch_size": None, "train_samples": None,
                                      "batch_size": None})
     assert config.profile == "cpu"
-    assert (config.epoch_size, config.train_samples) == (cpu.epoch_size, cpu.train_samples)
+    assert (config.batch_size, config.train_samples) == (cpu.batch_size, cpu.train_samples)
+    assert config.epoch_size == cpu.epoch_size
 
 
 def test_missing_profile_means_smoke():
