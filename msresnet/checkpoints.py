@@ -82,6 +82,9 @@ def available_memory() -> int | None:
 if _FREE_PAGES_ONLY is not None:
     _serialization._get_available_memory = available_memory
 
+# What MindSpore raises when that check refuses a file (a ValueError, like a parse error).
+_TOO_LARGE_FOR_MEMORY = getattr(_serialization, "_CheckpointProtobufSizeError", ())
+
 
 class CheckpointError(ValueError):
     """Base class: a checkpoint cannot be used; the message names the file."""
@@ -174,7 +177,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, ms.Parameter]:
     """``mindspore.load_checkpoint`` with the checksum verified and one error type.
 
     Raises :class:`CheckpointCorruptError` naming the file when it is missing its
-    contents, cannot be parsed, or fails its CRC. (A file cut exactly between two
+    contents, cannot be parsed, or fails its CRC, and a plain :class:`CheckpointError`
+    when MindSpore finds it larger than the memory available (the file may be fine). (A file cut exactly between two
     parameters still parses; :func:`load_strict` then finds the missing parameters
     and, because the CRC trailer is gone too, reports the file as truncated.)
     """
@@ -189,6 +193,9 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, ms.Parameter]:
         return ms.load_checkpoint(str(path), crc_check=has_crc_trailer(path))
     except (ValueError, RuntimeError, OSError) as error:
         detail = str(error).replace(str(path), path.name)  # keep messages free of local paths
+        if isinstance(error, _TOO_LARGE_FOR_MEMORY):  # intact, but not loadable here now
+            raise CheckpointError(f"checkpoint {path.name}: not loaded, too large for the "
+                                  f"memory available now ({detail})") from error
         raise CheckpointCorruptError(
             f"checkpoint {path.name}: unreadable, truncated or corrupt "
             f"({type(error).__name__}: {detail})") from error

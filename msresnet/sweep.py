@@ -242,7 +242,9 @@ def sweep(folder: str | os.PathLike[str], evaluator: CheckpointEvaluator,
     """Evaluate every ``<prefix>-<epoch>_<step>.ckpt`` in ``folder``, oldest first.
 
     Damaged files are skipped with a warning naming them; a checkpoint that does
-    not fit the network raises :class:`~msresnet.checkpoints.CheckpointMismatchError`.
+    not fit the network raises :class:`~msresnet.checkpoints.CheckpointMismatchError`,
+    and one MindSpore will not load for lack of memory a plain ``CheckpointError``
+    (an intact file left out would change which checkpoint wins).
     """
     records: list[SweepRecord] = []
     skipped: list[tuple[str, str]] = []

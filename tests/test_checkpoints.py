@@ -287,3 +287,14 @@ def test_mindspores_memory_check_counts_the_page_cache_it_can_drop():
     assert serialization._get_available_memory is ck.available_memory
     free_pages = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert ck.available_memory() >= 0.9 * free_pages  # both move while we read them
+
+
+def test_a_checkpoint_refused_for_memory_is_not_called_corrupt(tmp_path, monkeypatch):
+    from mindspore.train import serialization
+
+    path = save(tiny(), tmp_path / "resnet50-1_4.ckpt")
+    monkeypatch.setattr(serialization, "_get_available_memory", lambda: 1)
+    with pytest.raises(ck.CheckpointError, match="resnet50-1_4.ckpt: not loaded, too large "
+                       "for the memory available now") as raised:
+        ck.read_checkpoint(path)
+    assert not isinstance(raised.value, ck.CheckpointCorruptError)
