@@ -33,6 +33,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from msresnet.callbacks import loss_value
+from msresnet.checkpoints import read_checkpoint
 from msresnet.cifar10 import TRAIN_FILES, read_records
 from msresnet.distributed import DUMP_VARIABLE
 from msresnet.rank_dump import DATA_FILE, PAD, PARAMS_FILE, SIZE, SUMMARY_FILE
@@ -215,7 +216,7 @@ class ParameterComparison:
 
 
 def _load(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, np.ndarray]:
-    params = ms.load_checkpoint(str(source)) if not isinstance(source, dict) else source
+    params = read_checkpoint(source) if not isinstance(source, dict) else source
     return {name: np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value)
             for name, value in params.items() if name not in NOT_PARAMETERS}
 
