@@ -223,9 +223,15 @@ def _load(source: str | os.PathLike[str] | dict[str, Any]) -> dict[str, np.ndarr
 
 def compare_parameters(a: str | os.PathLike[str] | dict[str, Any],
                        b: str | os.PathLike[str] | dict[str, Any]) -> ParameterComparison:
-    """Compare two checkpoints (paths or loaded dicts) tensor by tensor."""
+    """Compare two checkpoints (paths or loaded dicts) tensor by tensor.
+
+    Only the names both hold are compared (the rest are listed); none in common is an
+    error, not an empty comparison that reads as "no difference"."""
     pa, pb = _load(a), _load(b)
     common = [n for n in pa if n in pb]
+    if not common:
+        raise ValueError(f"no parameter name in common (e.g. {next(iter(pa), None)!r} "
+                         f"against {next(iter(pb), None)!r}): nothing to compare")
     diffs = {}
     for name in common:
         x, y = pa[name].astype(np.float64), pb[name].astype(np.float64)

@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
+import pytest
 
-from msresnet.rank_analysis import step_times
+from msresnet.rank_analysis import compare_parameters, step_times
 
 
 def ranks(epochs: list[int], *seconds: list[float]) -> list[SimpleNamespace]:
@@ -27,3 +28,13 @@ def test_a_one_epoch_job_drops_only_its_first_step():
 
 def test_a_one_step_job_gives_that_step():
     assert step_times(ranks([1], [9.0], [8.0])).tolist() == [9.0]
+
+
+def test_parameters_compare_by_name_and_no_common_name_is_an_error():
+    a = {"conv1.weight": np.ones(3, np.float32), "only_a": np.zeros(1, np.float32)}
+    b = {"conv1.weight": np.array([1, 1, 1.5], np.float32)}
+    result = compare_parameters(a, b)
+    assert result.by_group()["weights"]["max_abs_diff"] == 0.5
+    renamed = {"net.conv1.weight": np.ones(3, np.float32)}
+    with pytest.raises(ValueError, match="no parameter name in common"):
+        compare_parameters(renamed, b)
