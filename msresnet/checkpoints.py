@@ -177,10 +177,11 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, ms.Parameter]:
     """``mindspore.load_checkpoint`` with the checksum verified and one error type.
 
     Raises :class:`CheckpointCorruptError` naming the file when it is missing its
-    contents, cannot be parsed, or fails its CRC, and a plain :class:`CheckpointError`
-    when MindSpore finds it larger than the memory available (the file may be fine). (A file cut exactly between two
+    contents, cannot be parsed, or fails its CRC. (A file cut exactly between two
     parameters still parses; :func:`load_strict` then finds the missing parameters
-    and, because the CRC trailer is gone too, reports the file as truncated.)
+    and, because the CRC trailer is gone too, reports the file as truncated.) A file
+    MindSpore finds larger than the memory available now is a plain
+    :class:`CheckpointError`: it may be intact, and must not be skipped as damaged.
     """
     path = Path(path)
     if not path.is_file():

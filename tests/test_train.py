@@ -29,11 +29,16 @@ from msresnet.train import (TrainError, parse_args, recorded_config, train_and_e
 SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
          "nesterov": True,  # the hand-written optimizer must resume exactly too
          "data_dir": str(REPO_ROOT / "data")}
-STEPS_PER_EPOCH = 128 // 32
+STEPS_PER_EPOCH = SMALL["train_samples"] // 32  # batch 32 (smoke)
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
 
 OUTPUT_FILES = ("config.yaml", "train.log", "history.json", "history.csv", "result.json",
                 "best.ckpt", "best.json", "test.json")
+
+
+def ckpt_file(epoch: int) -> str:
+    """The checkpoint file training writes at the end of ``epoch``."""
+    return f"resnet50-{epoch}_{STEPS_PER_EPOCH}.ckpt"
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +59,7 @@ def test_straight_run_writes_everything(runs):
     folder = result.output_dir
     for name in OUTPUT_FILES:
         assert (folder / name).is_file(), name
-    assert [c for c in result.checkpoints] == [f"resnet50-{epoch}_{STEPS_PER_EPOCH}.ckpt"
-                                               for epoch in (1, 2)]
+    assert [c for c in result.checkpoints] == [ckpt_file(1), ckpt_file(2)]
     assert result.steps == 2 * STEPS_PER_EPOCH and result.epochs == 2
     assert [r["epoch"] for r in result.history] == [1, 2]
     assert [r["step"] for r in result.history] == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
@@ -67,7 +71,7 @@ def test_straight_run_writes_everything(runs):
     best = json.loads((folder / "best.json").read_text())
     assert best == result.best
     assert best["top1"] == max(r["val_top1"] for r in result.history)
-    assert best["source"] == f"resnet50-{best['epoch']}_{STEPS_PER_EPOCH}.ckpt"
+    assert best["source"] == ckpt_file(best['epoch'])
     assert f"epoch 2: step {2 * STEPS_PER_EPOCH}" in (folder / "train.log").read_text()
 
 
@@ -79,11 +83,11 @@ def test_interrupted_run_stops_after_one_epoch(runs):
 
 def test_resume_continues_at_the_right_epoch_and_step(runs):
     resumed = runs["resumed"]
-    assert resumed.resumed_from == f"resnet50-1_{STEPS_PER_EPOCH}.ckpt"
+    assert resumed.resumed_from == ckpt_file(1)
     assert resumed.steps == runs["straight"].steps == 2 * STEPS_PER_EPOCH
     assert [r["epoch"] for r in resumed.history] == [1, 2]
     assert resumed.checkpoints == runs["straight"].checkpoints
-    ckpt = ck.read_checkpoint(resumed.output_dir / f"resnet50-2_{STEPS_PER_EPOCH}.ckpt")
+    ckpt = ck.read_checkpoint(resumed.output_dir / ckpt_file(2))
     assert ck.checkpoint_meta(ckpt) == {"epoch": 2, "step": 2 * STEPS_PER_EPOCH}
     assert int(ckpt["global_step"].asnumpy().item()) == 2 * STEPS_PER_EPOCH
     # the learning rate continued from the end of epoch 1, not from step 0
@@ -95,8 +99,8 @@ def test_resume_reproduces_the_straight_run_exactly(runs):
     keys = ("train_loss", "val_loss", "val_top1", "val_top5")
     assert [[r[k] for k in keys] for r in resumed.history] == \
         [[r[k] for k in keys] for r in straight.history]
-    a = ck.read_checkpoint(straight.output_dir / f"resnet50-2_{STEPS_PER_EPOCH}.ckpt")
-    b = ck.read_checkpoint(resumed.output_dir / f"resnet50-2_{STEPS_PER_EPOCH}.ckpt")
+    a = ck.read_checkpoint(straight.output_dir / ckpt_file(2))
+    b = ck.read_checkpoint(resumed.output_dir / ckpt_file(2))
     assert sorted(a) == sorted(b)
     differing = [name for name in a if not np.array_equal(a[name].asnumpy(), b[name].asnumpy())]
     assert differing == [], f"weights differ after resume: {differing[:5]}"
@@ -115,7 +119,7 @@ def test_resume_from_a_missing_file_is_an_error(tmp_path):
 
 
 def test_resume_with_other_steps_per_epoch_is_an_error(runs, tmp_path):
-    source = runs["straight"].output_dir / f"resnet50-1_{STEPS_PER_EPOCH}.ckpt"
+    source = runs["straight"].output_dir / ckpt_file(1)
     with pytest.raises(ck.CheckpointError, match="steps per epoch"):
         train_and_evaluate("smoke", {**SMALL, "train_samples": 64, "output_dir": str(tmp_path),
                                      "resume_from": str(source)}, progress=False)
@@ -219,11 +223,10 @@ def test_the_test_set_scores_the_chosen_and_the_last_checkpoint_once(runs):
     assert record["evaluated_on"]["images"] == SMALL["eval_samples"]
     assert record["chosen"]["epoch"] == result.best["epoch"]
     assert record["chosen"]["valid_top1"] == result.best["top1"]
-    last_file = f"resnet50-2_{STEPS_PER_EPOCH}.ckpt"
-    assert record["last"] == {**record["last"], "file": last_file, "epoch": 2}
+    assert record["last"] == {**record["last"], "file": ckpt_file(2), "epoch": 2}
     for scores in (record["chosen"], record["last"]):
         assert 0 <= scores["top1"] <= scores["top5"] <= 1
-    if result.best["source"] == f"resnet50-2_{STEPS_PER_EPOCH}.ckpt":
+    if result.best["source"] == ckpt_file(2):
         assert record["chosen"]["top1"] == record["last"]["top1"]
     assert result.seconds_test is not None and result.seconds_test > 0
 
