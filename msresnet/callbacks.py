@@ -39,8 +39,8 @@ from mindspore.train import Callback, CheckpointConfig
 from tqdm import tqdm
 
 from msresnet.atomic import copy_file, write_json, write_text
-from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, prune_checkpoints,
-                                  save_atomic)
+from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, choice_key,
+                                  prune_checkpoints, save_atomic)
 
 log = logging.getLogger("msresnet.train")
 
@@ -255,7 +255,8 @@ class AtomicCheckpoint(_StepCounter):
 
 
 class BestCheckpoint(_StepCounter):
-    """``best.ckpt`` and ``best.json`` whenever validation top-1 improves.
+    """``best.ckpt`` and ``best.json`` whenever validation improves: a higher top-1,
+    or the same top-1 at a lower loss (the sweep's rule, ``checkpoints.choice_key``).
 
     The record names the epoch, global step, top-1, top-5, loss, the periodic
     checkpoint saved at the same epoch (``source``, or null when that epoch had
@@ -280,14 +281,19 @@ class BestCheckpoint(_StepCounter):
         if self.best is not None and self.best.get("evaluated_on") != self.evaluated_on:
             self.best, self._keep_previous = None, True
 
-    @property
-    def best_top1(self) -> float:
-        return -math.inf if self.best is None else float(self.best["top1"])
+    def _beats_best(self, record: Mapping[str, Any]) -> bool:
+        """The sweep's rule (``checkpoints.choice_key``) on the rounded values both
+        records hold; a bar without a loss (an older record) keeps a tied top-1."""
+        if self.best is None:
+            return True
+        best_loss = self.best.get("loss")
+        return choice_key(record["top1"], record["loss"]) > choice_key(
+            float(self.best["top1"]), math.nan if best_loss is None else float(best_loss))
 
     def on_train_epoch_end(self, run_context: Any) -> None:
         cb_params = run_context.original_args()
         metrics = eval_metrics(cb_params)
-        if metrics is None or not metrics["top1"] > self.best_top1:
+        if metrics is None:
             return
         epoch = int(cb_params.cur_epoch_num)
         source = None
@@ -297,6 +303,8 @@ class BestCheckpoint(_StepCounter):
                   "top1": _rounded(metrics["top1"]), "top5": _rounded(metrics["top5"]),
                   "loss": _rounded(metrics["loss"]), "source": source,
                   "selected_by": "validation during training", "evaluated_on": self.evaluated_on}
+        if not self._beats_best(record):
+            return
         if self._keep_previous:
             keep_previous_best(self.directory)
             self._keep_previous = False

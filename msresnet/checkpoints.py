@@ -53,6 +53,17 @@ CRC_TRAILER_BYTES = len(CRC_TRAILER) + 10
 META_KEYS = ("epoch_num", "step_num")
 
 
+def choice_key(top1: float, loss: float) -> tuple[float, float]:
+    """What makes a checkpoint the better choice: higher top-1, ties to the lower loss.
+
+    One rule for the choice made during training (``callbacks.BestCheckpoint``) and
+    the sweep's (``sweep.select_best``), so that scoring the same images picks the
+    same epoch both ways; on a full tie both keep the earlier checkpoint. A NaN loss
+    never wins a tie.
+    """
+    return (top1, -loss)
+
+
 # MindSpore's own estimate (free pages only), kept for systems without /proc/meminfo.
 _FREE_PAGES_ONLY = getattr(_serialization, "_get_available_memory", None)
 

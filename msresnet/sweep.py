@@ -33,7 +33,8 @@ from mindspore.train import Model
 from msresnet.losses import SparseCrossEntropy
 from msresnet.atomic import copy_file, write_json
 from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, CheckpointCorruptError,
-                                  checkpoint_meta, list_checkpoints, load_strict)
+                                  checkpoint_meta, choice_key, list_checkpoints,
+                                  load_strict)
 
 log = logging.getLogger("msresnet.sweep")
 
@@ -99,7 +100,7 @@ def select_best(records: Iterable[SweepRecord]) -> SweepRecord | None:
     records = list(records)
     if not records:
         return None
-    return max(records, key=lambda r: (r.top1, -r.loss, -r.epoch, -r.step))
+    return max(records, key=lambda r: (*choice_key(r.top1, r.loss), -r.epoch, -r.step))
 
 
 def format_table(rows: Sequence[Sequence[Any]]) -> str:

@@ -245,6 +245,23 @@ def test_best_json_updates_only_on_improvement(tmp_path):
     assert ck.checkpoint_meta(ck.read_checkpoint(tmp_path / ck.BEST_CKPT))["epoch"] == 5
 
 
+def test_best_checkpoint_breaks_ties_as_the_sweep_does(tmp_path):
+    """A tied top-1 at a lower loss is the better choice, during training as in the
+    sweep; a full tie keeps the earlier epoch. (On a variant copy of CIFAR-10 the smoke
+    run tied epochs 1 and 3: training kept 1 and the sweep chose 3.)"""
+    from msresnet.sweep import SweepRecord, select_best
+
+    best = BestCheckpoint(tmp_path)
+    scores = [(1, 0.5, 2.2), (2, 0.4, 2.0), (3, 0.5, 2.1), (4, 0.5, 2.1)]
+    for epoch, top1, loss in scores:
+        results = {"top1": top1, "top5": 0.9, "loss": loss}
+        best.on_train_epoch_end(cb_context(tiny(), epoch, epoch * 4, results))
+    chosen = json.loads((tmp_path / ck.BEST_JSON).read_text())
+    swept = select_best(SweepRecord(f"resnet50-{e}_4.ckpt", e, 4 * e, t, 0.9, l, 0.0)
+                        for e, t, l in scores)
+    assert chosen["epoch"] == swept.epoch == 3
+
+
 def test_best_checkpoint_respects_an_earlier_record(tmp_path):
     atomic.write_json(tmp_path / ck.BEST_JSON, {"epoch": 1, "step": 4, "top1": 0.7})
     best = BestCheckpoint(tmp_path)
