@@ -58,7 +58,7 @@ $(WEB_ORT)/.installed: package.json package-lock.json
 	touch $@
 
 # The in-browser model from the reference run's best checkpoint (see book/classify.md).
-REFERENCE_RUN ?= runs/cpu-reference/train
+REFERENCE_RUN ?= runs/cpu-reference-2/train
 browser-model: venv data
 	$(PY) -m msresnet.export $(REFERENCE_RUN)/best.ckpt --browser --out web/classify
 

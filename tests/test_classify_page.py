@@ -11,6 +11,7 @@ model's provenance (model.json) must describe the committed file.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,15 @@ def test_model_json_describes_the_committed_model(metadata, samples):
         assert 0 < metadata["test"]["top1"] <= metadata["test"]["top5"] <= 1
     assert sorted(s["label"] for s in samples) == sorted(CLASSES)
     assert all((WEB / s["file"]).is_file() for s in samples)
+
+
+def test_make_browser_model_rebuilds_from_the_committed_models_run(metadata):
+    """``make browser-model``'s default run is the one the committed model was
+    exported from, so rebuilding it does not silently switch checkpoints."""
+    default = re.search(r"^REFERENCE_RUN \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert default, "Makefile: no 'REFERENCE_RUN ?= ...' line"
+    assert metadata["command"] == (f"python -m msresnet.export {default.group(1)}/best.ckpt "
+                                   "--browser --out web/classify")
 
 
 def python_probabilities(metadata: dict, file: Path) -> np.ndarray:
