@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from msresnet import pipeline_bench
@@ -89,3 +90,23 @@ def test_a_worker_count_mindspore_refuses_is_reported() -> None:
         pytest.skip("this machine accepts 64 workers")
     with pytest.raises(RuntimeError, match="num_parallel_workers"):
         pipeline_bench.run_one(Setting(global_workers=64, images=256), str(DATA_DIR))
+
+
+@needs_data
+def test_the_benchmarked_pipeline_is_the_training_pipeline() -> None:
+    """``build_dataset`` repeats ``create_dataset``'s stages so that it can set the
+    knobs first; with no knob set, it must yield the training pipeline's batches
+    (same seed and worker count: the same images, crops, flips and labels)."""
+    import msresnet  # noqa: F401
+    from msresnet.pipeline import create_dataset
+
+    setting = Setting(images=96, batch_size=32, seed=3)
+    bench = pipeline_bench.build_dataset(setting, str(DATA_DIR), None)
+    training = create_dataset(DATA_DIR, "train", 32, num_samples=96, num_workers=1,
+                              shuffle=True, seed=3)
+    pairs = list(zip(bench.create_tuple_iterator(output_numpy=True, num_epochs=1),
+                     training.create_tuple_iterator(output_numpy=True, num_epochs=1)))
+    assert len(pairs) == 3
+    for (bench_images, bench_labels), (images, labels) in pairs:
+        assert bench_images.dtype == images.dtype and bench_labels.dtype == labels.dtype
+        assert np.array_equal(bench_images, images) and np.array_equal(bench_labels, labels)
