@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from msresnet.atomic import write_json
 from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
 
 MODES = ("graph", "pynative")
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(report))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
         print(f"wrote {args.json}")
     return 0
 

@@ -38,6 +38,7 @@ from typing import IO
 
 import numpy as np
 
+from msresnet.atomic import write_json
 from msresnet.download import ChecksumError, DownloadError, download, md5sum
 from msresnet.paths import DATA_ROOT
 
@@ -470,7 +471,7 @@ def _write_marker(folder: Path, *, source: str, checksum: str, md5: str | None,
     marker = {"source": source, "md5": md5, "checksum": checksum,
               "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "records": records, "sizes": _file_sizes(folder)}
-    (folder / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n")
+    write_json(folder / MARKER_NAME, marker)
 
 
 def _ready_marker(dest: Path) -> dict | None:

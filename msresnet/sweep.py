@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import logging
 import os
 import time
@@ -31,7 +32,7 @@ from mindspore import nn
 from mindspore.train import Model
 
 from msresnet.losses import SparseCrossEntropy
-from msresnet.atomic import copy_file, write_json
+from msresnet.atomic import copy_file, write_json, write_text
 from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, CheckpointCorruptError,
                                   checkpoint_meta, choice_key, list_checkpoints,
                                   load_strict)
@@ -86,13 +87,13 @@ class SweepResult:
         return rows
 
     def write_csv(self, path: str | os.PathLike[str]) -> Path:
-        path = Path(path)
-        with open(path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=SWEEP_FIELDS)
-            writer.writeheader()
-            for r in self.records:
-                writer.writerow(r.to_dict())
-        return path
+        """``sweep.csv``, written atomically (a killed sweep leaves the previous file)."""
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=SWEEP_FIELDS)
+        writer.writeheader()
+        for r in self.records:
+            writer.writerow(r.to_dict())
+        return write_text(path, text.getvalue(), newline="")
 
 
 def select_best(records: Iterable[SweepRecord]) -> SweepRecord | None:

@@ -6,6 +6,7 @@ machinery (one evaluation graph, weights swapped per checkpoint) is the same.
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 
@@ -104,6 +105,18 @@ def test_select_best_prefers_top1_then_loss_then_earlier():
     assert sw.select_best([rec(1, 0.6, 1.0), rec(2, 0.6, 0.9)]).epoch == 2
     assert sw.select_best([rec(1, 0.6, 1.0), rec(2, 0.6, 1.0)]).epoch == 1
     assert sw.select_best([]) is None
+
+
+def test_sweep_csv_holds_every_record_and_replaces_the_file_whole(tmp_path):
+    records = [sw.SweepRecord(f"resnet50-{e}_4.ckpt", e, 4 * e, 0.1 * e, 0.5, 2.0 / e, 1.5)
+               for e in (1, 2)]
+    path = tmp_path / "sweep.csv"
+    path.write_text("an older sweep\n")
+    assert sw.SweepResult(records).write_csv(path) == path
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows == [{k: str(v) for k, v in r.to_dict().items()} for r in records]
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.csv"]  # no temporary file left
 
 
 def test_promote_best_copies_file_and_record(run_dir):
