@@ -581,10 +581,17 @@ def test_source_auto_without_the_mirror_is_the_official_archive(tmp_path: Path,
 
 
 def test_the_local_mirror_is_named_in_one_place() -> None:
-    """The Makefile (and the tests) take the mirror from msresnet.paths, not a copy."""
+    """The Makefile, the tests and the chapters' cells take the mirror from
+    msresnet.paths, not a copy (stored outputs may show it: they print records)."""
     makefile = (REPO_ROOT / "Makefile").read_text()
     assert MIRROR.name not in makefile and MIRROR_MD5 not in makefile
     assert "--source $(CIFAR10_SOURCE)" in makefile and "CIFAR10_SOURCE ?= auto" in makefile
+    folder = str(MIRROR.parent.relative_to(REPO_ROOT.parent))  # shared/data
+    for path in sorted(REPO_ROOT.glob("notebooks/*.ipynb")) + [REPO_ROOT / "book" / "troubleshooting.ipynb"]:
+        for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+            source = "".join(cell["source"])
+            assert folder not in source and MIRROR_MD5 not in source, \
+                f"{path.name} cell {index} names the local mirror; use msresnet.paths"
 
 
 @needs_mirror
