@@ -708,6 +708,12 @@ class _Progress(Callback):
 
 
 def _temp_name(target: str) -> str:
+    """A hidden temporary name beside ``target`` that listings skip (``_is_temp``).
+
+    Not :mod:`msresnet.atomic`'s recipe: a staged file must stay out of the folder
+    listings an upload makes while it is written, and it is not ``fsync``'ed (a copy
+    from object storage can be fetched again; what readers need is never to see
+    half a file, which the rename gives)."""
     folder, name = os.path.split(target)
     return os.path.join(folder, f".{name}.staging-{uuid.uuid4().hex[:8]}.part")
 
