@@ -8,12 +8,15 @@ last test, which checks the result in a fresh interpreter):
 * the MindSpore-free modules (``msresnet.MINDSPORE_FREE_MODULES``) are exactly
   those that import no ``mindspore`` at import time, directly or through the
   top-level imports of other ``msresnet`` modules;
-* every module is named in the package docstring, so the layers stay described.
+* every module is named in the package docstring, so the layers stay described;
+* at import time a module imports only from its own layer (a bullet of that
+  docstring) or from the layers listed before it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,6 +181,25 @@ def test_every_module_is_named_in_the_package_docstring():
     doc = ast.get_docstring(_init_tree()) or ""
     missing = [name for name in MODULES if f"``{name}``" not in doc]
     assert not missing, f"msresnet/__init__.py's docstring does not describe: {missing}"
+
+
+def docstring_layers() -> dict[str, int]:
+    """Module -> the position of the docstring's bullet that first names it."""
+    doc = ast.get_docstring(_init_tree()) or ""
+    layers: dict[str, int] = {}
+    for position, bullet in enumerate(re.split(r"\n\* ", doc)[1:]):
+        for name in re.findall(r"``(\w+)``", bullet):
+            if name in MODULES:
+                layers.setdefault(name, position)
+    return layers
+
+
+def test_modules_import_only_their_own_or_earlier_layers():
+    layers = docstring_layers()
+    assert set(layers) == set(MODULES)
+    upward = [f"msresnet.{name} -> msresnet.{dep}" for name, deps in sorted(graph(lazy=False).items())
+              for dep in sorted(deps) if layers[dep] > layers[name]]
+    assert not upward, f"imports at import time from a later layer of msresnet/__init__.py: {upward}"
 
 
 def test_free_modules_really_import_without_mindspore():
