@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +29,11 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 from mindspore import nn
-from mindspore.train import Callback
 
-from msresnet.callbacks import loss_value
 from msresnet.checkpoints import read_checkpoint
 from msresnet.cifar10 import TRAIN_FILES, read_records
 from msresnet.distributed import DUMP_VARIABLE
-from msresnet.rank_dump import DATA_FILE, PAD, PARAMS_FILE, SIZE, SUMMARY_FILE
+from msresnet.rank_dump import DATA_FILE, PAD, PARAMS_FILE, SIZE, SUMMARY_FILE, StepRecorder
 
 
 # --------------------------------------------------------------------------- reading
@@ -262,25 +259,6 @@ def global_losses(records: Sequence[RankRecord]) -> np.ndarray:
     return np.mean([r.losses for r in records], axis=0)
 
 
-class _StepLosses(Callback):
-    """Every step's loss, and its wall time measured as the ranks measure theirs
-    (:class:`msresnet.rank_dump.RankDump`: since the previous step ended)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.losses: list[float] = []
-        self.step_seconds: list[float] = []
-        self._last_step = 0.0
-
-    def on_train_epoch_begin(self, run_context: Any) -> None:
-        self._last_step = time.perf_counter()
-
-    def on_train_step_end(self, run_context: Any) -> None:
-        self.step_seconds.append(time.perf_counter() - self._last_step)
-        self.losses.append(loss_value(run_context.original_args().net_outputs))
-        self._last_step = time.perf_counter()
-
-
 class _GradientStep(nn.Cell):
     """Loss and gradients of one batch as a cell: under graph mode (the CPU profiles)
     it is compiled once and then runs at training speed. The same
@@ -348,7 +326,7 @@ def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
                                   "label": labels.astype(np.int32)},
                                  shuffle=False, num_parallel_workers=1).batch(batch)
     net, _, model, _ = make_model(one, steps // epochs)
-    recorder = _StepLosses()
+    recorder = StepRecorder()
     # All steps in one pass: the learning rate is looked up by global step, so one
     # "epoch" of `steps` batches follows the same schedule as `epochs` x steps/epoch.
     model.train(1, data, callbacks=[recorder], dataset_sink_mode=False)

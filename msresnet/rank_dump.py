@@ -71,7 +71,41 @@ def label_fingerprint(labels: np.ndarray) -> str:
     return hashlib.sha256(np.asarray(labels, dtype=np.int32).tobytes()).hexdigest()[:12]
 
 
-class RankDump(Callback):
+class StepRecorder(Callback):
+    """Every training step's loss, its epoch and its wall time.
+
+    A step's time runs from the end of the previous step (or the start of the
+    epoch) to the end of this one, so it covers fetching the batch as well as
+    computing it; what a subclass records in :meth:`record_step` is not counted.
+    :class:`RankDump` is one per rank; chapter 7's one-worker replay uses this class
+    itself, so both sides of its speed comparison are timed alike.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.losses: list[float] = []
+        self.step_epochs: list[int] = []
+        self.step_seconds: list[float] = []
+        self._epoch_start = self._last_step = 0.0
+        self._epoch = 0
+
+    def on_train_epoch_begin(self, run_context: Any) -> None:
+        self._epoch_start = self._last_step = time.perf_counter()
+        self._epoch = int(run_context.original_args().cur_epoch_num)
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        self.step_seconds.append(time.perf_counter() - self._last_step)
+        cb_params = run_context.original_args()
+        self.record_step(cb_params)
+        self.losses.append(loss_value(cb_params.net_outputs))
+        self.step_epochs.append(self._epoch)
+        self._last_step = time.perf_counter()
+
+    def record_step(self, cb_params: Any) -> None:
+        """What a subclass keeps of each step besides its loss (untimed)."""
+
+
+class RankDump(StepRecorder):
     """Records this rank's training batches, step losses and final parameters.
 
     ``python -m msresnet.train`` adds it on every rank when
@@ -92,13 +126,8 @@ class RankDump(Callback):
         self.labels: list[np.ndarray] = []
         self.image_epochs: list[np.ndarray] = []
         self.image_steps: list[np.ndarray] = []
-        self.losses: list[float] = []
-        self.step_epochs: list[int] = []
-        self.step_seconds: list[float] = []
         self.epochs: list[dict[str, Any]] = []
-        self._epoch_start = self._last_step = 0.0
         self._epoch_first_step = 0
-        self._epoch = 0
 
     def on_train_begin(self, run_context: Any) -> None:
         if self._ask_rank:
@@ -106,28 +135,20 @@ class RankDump(Callback):
             self.rank, self.group_size = info.rank, info.group_size
 
     def on_train_epoch_begin(self, run_context: Any) -> None:
-        cb_params = run_context.original_args()
-        self._epoch_start = self._last_step = time.perf_counter()
+        super().on_train_epoch_begin(run_context)
         self._epoch_first_step = len(self.losses)
-        self._epoch = int(cb_params.cur_epoch_num)
 
-    def on_train_step_end(self, run_context: Any) -> None:
-        # This step's wall time, since the previous step ended (or the epoch began),
-        # not counting this callback's own copying below.
-        self.step_seconds.append(time.perf_counter() - self._last_step)
-        cb_params = run_context.original_args()
-        step = len(self.losses)
+    def record_step(self, cb_params: Any) -> None:
+        """The step's batch (copied after its time was taken)."""
         element = getattr(cb_params, "train_dataset_element", None)
         if element is not None:  # None in sink mode
             images = element[0].asnumpy()
             labels = element[1].asnumpy().astype(np.int32)
+            step = len(self.losses)
             self.images.append(to_uint8(images))
             self.labels.append(labels)
             self.image_epochs.append(np.full(len(labels), self._epoch, np.int32))
             self.image_steps.append(np.full(len(labels), step, np.int32))
-        self.losses.append(loss_value(cb_params.net_outputs))
-        self.step_epochs.append(self._epoch)
-        self._last_step = time.perf_counter()
 
     def on_train_epoch_end(self, run_context: Any) -> None:
         steps = len(self.losses) - self._epoch_first_step
