@@ -71,7 +71,7 @@ def test_straight_run_writes_everything(runs):
     best = json.loads((folder / "best.json").read_text())
     assert best == result.best
     assert best["top1"] == max(r["val_top1"] for r in result.history)
-    assert best["source"] == ckpt_file(best['epoch'])
+    assert best["source"] == ckpt_file(best["epoch"])
     assert f"epoch 2: step {2 * STEPS_PER_EPOCH}" in (folder / "train.log").read_text()
 
 
