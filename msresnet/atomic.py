@@ -15,7 +15,7 @@ metrics). One recipe, used for every file the package writes for others to read:
 On any failure (including ``KeyboardInterrupt``) the temporary file is removed and
 the exception re-raised; whatever was at the final name before is untouched.
 
-:func:`write_bytes`, :func:`write_text` and :func:`write_json` cover the usual
+:func:`write_bytes`, :func:`write_text`, :func:`write_json` and :func:`write_csv` cover the usual
 cases; :func:`atomic_path` is the same recipe for writers that insist on a file
 name of their own (``mindspore.save_checkpoint``, ``numpy.savez``), and
 :func:`copy_file` copies with it. This module imports nothing outside the
@@ -24,11 +24,13 @@ standard library, so every layer of the package may use it.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,18 @@ def write_json(path: str | os.PathLike[str], data: Any, indent: int | None = 2,
     """
     text = json.dumps(data, indent=indent, sort_keys=sort_keys, default=default) + "\n"
     return write_text(path, text, unique)
+
+
+def write_csv(path: str | os.PathLike[str], fields: Sequence[str],
+              rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Atomically write ``rows`` as CSV: a header of ``fields``, then each row's values
+    of those fields (other keys ignored, a missing or None value left empty)."""
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(fields))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({name: row.get(name) for name in fields})
+    return write_text(path, table.getvalue(), newline="")
 
 
 def copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> Path:

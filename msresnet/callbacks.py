@@ -22,8 +22,6 @@ step takes ``step_offset`` (the steps done before this run).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import math
@@ -38,7 +36,7 @@ import numpy as np
 from mindspore.train import Callback, CheckpointConfig
 from tqdm import tqdm
 
-from msresnet.atomic import copy_file, write_json, write_text
+from msresnet.atomic import copy_file, write_csv, write_json
 from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, choice_key,
                                   prune_checkpoints, save_atomic)
 
@@ -414,13 +412,7 @@ class EpochHistory(_StepCounter):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         write_json(self.directory / HISTORY_JSON, self.records)
-        table = io.StringIO(newline="")
-        writer = csv.DictWriter(table, fieldnames=HISTORY_FIELDS)
-        writer.writeheader()
-        for record in self.records:
-            writer.writerow({k: "" if record.get(k) is None else record.get(k)
-                             for k in HISTORY_FIELDS})
-        write_text(self.directory / HISTORY_CSV, table.getvalue(), newline="")
+        write_csv(self.directory / HISTORY_CSV, HISTORY_FIELDS, self.records)
 
 
 def read_history(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:

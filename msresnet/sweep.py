@@ -16,9 +16,7 @@ goes on, because one bad file should not hide the other epochs' results.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import logging
 import os
 import time
@@ -32,7 +30,7 @@ from mindspore import nn
 from mindspore.train import Model
 
 from msresnet.losses import SparseCrossEntropy
-from msresnet.atomic import copy_file, write_json, write_text
+from msresnet.atomic import copy_file, write_csv, write_json
 from msresnet.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, CheckpointCorruptError,
                                   checkpoint_meta, choice_key, list_checkpoints,
                                   load_strict)
@@ -88,12 +86,7 @@ class SweepResult:
 
     def write_csv(self, path: str | os.PathLike[str]) -> Path:
         """``sweep.csv``, written atomically (a killed sweep leaves the previous file)."""
-        text = io.StringIO(newline="")
-        writer = csv.DictWriter(text, fieldnames=SWEEP_FIELDS)
-        writer.writeheader()
-        for r in self.records:
-            writer.writerow(r.to_dict())
-        return write_text(path, text.getvalue(), newline="")
+        return write_csv(path, SWEEP_FIELDS, (r.to_dict() for r in self.records))
 
 
 def select_best(records: Iterable[SweepRecord]) -> SweepRecord | None:

@@ -121,3 +121,12 @@ def test_copy_file(tmp_path):
         atomic.copy_file(tmp_path / "missing.ckpt", target)
     assert target.read_bytes() == b"weights"
     assert listing(tmp_path) == ["best.ckpt", "resnet50-2_8.ckpt"]
+
+
+def test_write_csv_keeps_the_fields_in_order_and_leaves_missing_values_empty(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text("older\n")
+    rows = [{"epoch": 1, "loss": 2.5, "extra": "ignored"}, {"loss": None, "epoch": 2}]
+    assert atomic.write_csv(path, ("epoch", "loss", "top1"), rows) == path
+    assert path.read_bytes() == b"epoch,loss,top1\r\n1,2.5,\r\n2,,\r\n"  # csv line ends
+    assert listing(tmp_path) == ["history.csv"]
