@@ -34,7 +34,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 data: venv
-	$(PY) -m msresnet.prepare --source $(CIFAR10_SOURCE) --root data $(if $(CIFAR10_MD5),--md5 $(CIFAR10_MD5),)
+	$(PY) -m msresnet prepare --source $(CIFAR10_SOURCE) --root data $(if $(CIFAR10_MD5),--md5 $(CIFAR10_MD5),)
 
 # Chromium for the browser test (Debian's package; needs root or sudo).
 system-deps:
@@ -60,7 +60,7 @@ $(WEB_ORT)/.installed: package.json package-lock.json
 # The in-browser model from the reference run's best checkpoint (see book/classify.md).
 REFERENCE_RUN ?= runs/cpu-reference-2/train
 browser-model: venv data
-	$(PY) -m msresnet.export $(REFERENCE_RUN)/best.ckpt --browser --out web/classify
+	$(PY) -m msresnet export $(REFERENCE_RUN)/best.ckpt --browser --out web/classify
 
 # Always a full build (about 10 s): an incremental Sphinx build that finds no page
 # out of date skips copying html_extra_path, so an edited web/classify/ file would
@@ -155,10 +155,10 @@ LAB_ARGS ?=
 .PHONY: lab kernel restore
 
 lab: venv data
-	$(PY) -m msresnet.lab $(LAB_ARGS)
+	$(PY) -m msresnet lab $(LAB_ARGS)
 
 kernel: venv
-	$(PY) -m msresnet.lab --register-only
+	$(PY) -m msresnet lab --register-only
 
 restore:
 	git checkout HEAD -- notebooks/

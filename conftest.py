@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.notebook import NBVAL_OUTPUTS_VARIABLE
+from msresnet.book.notebook import NBVAL_OUTPUTS_VARIABLE
 
 CHAINED = ("04_train_eval", "05_checkpoint_sweep", "08_export_deploy")
 

@@ -8,55 +8,50 @@ package this holds by construction (importing any ``msresnet.X`` runs this file
 first, and it imports only ``cpu_speed``); in a notebook or script it is why
 ``import msresnet`` comes before ``import mindspore``.
 
-The modules are flat, in layers: at import time a module imports from its own
-layer or from the ones listed before it; a tool may import a later layer inside
-the function that needs it (``job`` runs the training, ``bench`` builds the
-model). ``tests/test_layers.py`` reads every module's imports and fails on an
-import cycle (lazy imports inside functions included), on a MindSpore-free
-module that imports MindSpore at import time (directly or through another
-``msresnet`` module), and on a module this docstring does not name.
+The folders are the architecture: each sub-package holds one concern, and they
+are layered. At import time a module imports only from its own layer or from the
+layers listed before it; a tool may import a later layer inside the function that
+needs it (``jobs.job`` runs the training, ``experiments.bench`` builds the model).
+No sub-package's ``__init__`` imports anything, so ``import msresnet.training``
+loads no MindSpore. ``tests/test_layers.py`` reads every module's imports in the
+whole tree and fails on an import cycle (lazy imports inside functions included),
+on an import from a later layer, on a module of :data:`MINDSPORE_FREE_MODULES`
+that imports MindSpore at import time (directly or through another ``msresnet``
+module), and on a module this docstring does not name. The layers, first to last:
 
-MindSpore-free at import (standard library, numpy, yaml; listed in
-:data:`MINDSPORE_FREE_MODULES`), usable before the CPU setting and in processes
-that never train:
-
-* basics: ``cpu_speed`` (the ISA setting), ``paths`` (where things are, the local
-  mirror), ``atomic`` (crash-safe file writes), ``cli`` (one-line errors of the
-  command-line tools), ``download`` (resumable, checksummed HTTP), ``lr_schedule``,
-  ``config`` (profiles and overrides), ``cifar10`` (the binary format, preparing
-  the data, the held-out validation split), ``images`` (any picture to the network's input, the evaluation
-  pipeline's arithmetic), ``distributed`` (rank and group size; imports MindSpore's
-  communication module only inside its functions), ``notebook`` (the chapters'
-  parameter pattern and metric records);
-* tools that run MindSpore in other processes, or only inside a function:
-  ``prepare``, ``launch`` (msrun), ``reproduce`` and ``results_page`` (papermill
-  runs of the chapters and the results page), ``bench`` (the training step),
-  ``pipeline_bench`` (the data pipeline, alone and in training), ``lab`` (JupyterLab),
-  ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only,
-  a checkpoint or MINDIR loads MindSpore inside the function), ``ablation`` (the
-  budget ablation: short training runs in other processes, scored inside a function);
-* object storage: ``staging``, ``local_s3``, ``sync``, ``job`` (a ModelArts-style
-  job; it imports the training only when it runs).
-
-MindSpore at top level, in the order they build on each other:
-
-* ``losses``, ``flops``, ``model`` (ResNet50), ``convert_mindrecord`` (CIFAR-10 to
-  MindRecord, ``mindspore.mindrecord``), ``pipeline`` (``mindspore.dataset``: the
-  binary files, MindRecord or arrays in memory), ``tta`` (flip test-time
-  augmentation), ``nesterov`` (Nesterov momentum that the CPU honours),
-  ``checkpoints``, ``callbacks``, ``ema`` (the weight average kept beside training);
-* ``final_test``: the chosen and the last checkpoint scored once on the test set
-  (a run that chose on held-out images);
-* ``factories``: network, optimizer, loss, metrics, device setting and datasets
-  from a config (the held-out validation split included), shared by the tools below;
-* ``train`` (``train_and_evaluate`` and ``python -m msresnet.train``), ``sweep``
-  (evaluate checkpoints), ``rank_dump`` (the callback a data-parallel worker
-  adds with ``--rank_dump``);
-* ``lr_range``: the learning-rate range test on a profile's training step;
-* ``rank_analysis``: chapter 7's reading and replay of those files (no training
-  worker imports it);
-* ``export``: MINDIR, ONNX and INT8 exports of a run's checkpoint (chapter 8, and
-  the model of the in-browser page).
+* the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
+  are, the local mirror), ``atomic`` (crash-safe file writes), ``cli`` (the
+  ``msresnet`` command and its one-line errors);
+* ``model``: the network and its training step's parts: ``lr_schedule`` (the
+  schedules, numpy only), ``losses``, ``flops``, ``resnet`` (ResNet50), ``nesterov``
+  (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
+* ``config``, at the root: the profiles, their overrides and checks (it reads the
+  schedule names of ``model.lr_schedule``);
+* ``data``: ``download`` (resumable, checksummed HTTP), ``cifar10`` (the binary
+  format, its facts, preparing the data, the held-out split), ``images`` (any
+  picture to the network's input), ``prepare`` (``msresnet prepare``),
+  ``mindrecord`` (CIFAR-10 to MindRecord), ``pipeline`` (``mindspore.dataset``: the
+  binary files, MindRecord or arrays in memory);
+* ``training``: ``distributed`` (rank and group size), ``checkpoints``,
+  ``callbacks``, ``ema`` (the weight average kept beside training), ``final_test``
+  (the chosen and the last checkpoint scored once on the test set), ``factories``
+  (network, optimizer, loss, metrics, device setting and datasets from a config),
+  ``train`` (``msresnet train``), ``sweep`` (``msresnet sweep``: score every
+  checkpoint), ``rank_dump`` (the callback a data-parallel worker adds with
+  ``--rank_dump``);
+* ``storage``: ``staging`` (copies to and from object storage), ``local_s3`` (the
+  loopback S3 server), ``sync`` (one copy per node);
+* ``jobs``: ``job`` (a ModelArts-style job; it imports the training only when it
+  runs), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
+  of the rank records; no training worker imports it);
+* ``deploy``: ``export`` (MINDIR, ONNX and INT8 exports of a checkpoint),
+  ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
+* ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
+  pipeline, alone and in training), ``ablation`` (chapter 10's short runs),
+  ``lr_range`` (the learning-rate range test);
+* ``book``: ``notebook`` (the chapters' parameter pattern and metric records),
+  ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
+  page), ``lab`` (JupyterLab).
 """
 
 from msresnet.cpu_speed import apply_fast_isa
@@ -64,10 +59,11 @@ from msresnet.cpu_speed import apply_fast_isa
 CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
-    "cpu_speed", "paths", "atomic", "cli", "download", "lr_schedule", "config", "cifar10",
-    "distributed", "notebook", "prepare", "launch", "reproduce", "results_page", "bench",
-    "lab", "staging", "local_s3", "sync", "job", "images", "predict", "pipeline_bench",
-    "ablation",
+    "cpu_speed", "paths", "atomic", "cli", "config", "model.lr_schedule",
+    "data.download", "data.cifar10", "data.images", "data.prepare", "training.distributed",
+    "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
+    "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
+    "experiments.ablation", "book.notebook", "book.reproduce", "book.results_page", "book.lab",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -1,12 +1,17 @@
-"""How every command-line entry of the book ends: one clear line, or the traceback on request.
+"""The one command, ``msresnet <verb>``, and how every verb ends: one clear line, or the traceback.
+
+``msresnet --help`` lists the verbs (:data:`COMMANDS`); ``msresnet VERB ARGS`` imports
+the module that implements the verb only then (so ``msresnet --help`` and the
+MindSpore-free verbs never load MindSpore) and runs its ``main(argv)``. The console
+script ``msresnet`` and ``python -m msresnet`` are the same entry (:func:`main`).
 
 A reader who passes a wrong path, a bad config value or a server that answers with
 an error should see *one* line on stderr that names the file, key or value, and a
 non-zero exit code, not forty lines of traceback ending in MindSpore's C++ reader.
-Each ``python -m msresnet.X`` runs its ``main`` through :func:`run`:
+Each verb's ``main`` runs through :func:`run`:
 
 - a :class:`SystemExit` (argparse's usage errors, ``--help``) passes through unchanged;
-- any other exception becomes ``python -m msresnet.X: error: <message>`` and exit
+- any other exception becomes ``msresnet VERB: error: <message>`` and exit
   code 2 (3 for an exception the book does not raise on purpose, so a bug still
   looks different from a typo), and the line says how to see the traceback;
 - ``--debug`` on the command line (anywhere) or ``MSRESNET_DEBUG=1`` in the
@@ -29,12 +34,9 @@ UNEXPECTED_ERROR = 3
 
 def _is_ours(err: BaseException) -> bool:
     """Raised on purpose with a message for the reader: the book's own error classes,
-    and the operating system's (missing file, permission, full disk), which name the path.
-
-    ``__main__`` counts as the book's: under ``python -m msresnet.train`` the classes
-    defined in ``train.py`` (``TrainError``) live in the module ``__main__``."""
+    and the operating system's (missing file, permission, full disk), which name the path."""
     module = type(err).__module__
-    return module.startswith("msresnet") or module == "__main__" or isinstance(err, OSError)
+    return module.startswith("msresnet") or isinstance(err, OSError)
 
 
 def _message(err: BaseException) -> str:
@@ -62,3 +64,55 @@ def run(main: Callable[[Sequence[str]], int | None], argv: Sequence[str] | None 
         hint = f" (run with {DEBUG_FLAG} or {DEBUG_VARIABLE}=1 for the traceback)"
         print(f"{prog}: error: {_message(err)}{hint}", file=sys.stderr)
         return code
+
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # verb: (module with main(argv), one line for ``msresnet --help``), in the book's order
+    "prepare": ("msresnet.data.prepare", "download or copy CIFAR-10, check it, make the ready folder"),
+    "train": ("msresnet.training.train", "train and validate ResNet50 under a profile"),
+    "sweep": ("msresnet.training.sweep", "score every checkpoint of a run, promote the best"),
+    "export": ("msresnet.deploy.export", "a checkpoint to MINDIR, ONNX and INT8 ONNX"),
+    "predict": ("msresnet.deploy.predict", "the top-5 classes of pictures (checkpoint, MINDIR or ONNX)"),
+    "launch": ("msresnet.jobs.launch", "data-parallel training with msrun"),
+    "job": ("msresnet.jobs.job", "a ModelArts-style training job: stage, train, upload"),
+    "sync": ("msresnet.storage.sync", "copy from or to object storage, once per node"),
+    "reproduce": ("msresnet.book.reproduce", "run every chapter with papermill, write a report"),
+    "results-page": ("msresnet.book.results_page", "record a reproduction as the reference result"),
+    "lab": ("msresnet.book.lab", "JupyterLab on the book's kernel"),
+    "convert-mindrecord": ("msresnet.data.mindrecord", "CIFAR-10 binary files to MindRecord"),
+    "bench": ("msresnet.experiments.bench", "time a training step with and without the ISA cap"),
+    "pipeline-bench": ("msresnet.experiments.pipeline_bench", "time the data pipeline, alone and in training"),
+    "ablation": ("msresnet.experiments.ablation", "chapter 10's short runs, one per budget trick"),
+    "lr-range": ("msresnet.experiments.lr_range", "a learning-rate range test on a profile"),
+    "local-s3": ("msresnet.storage.local_s3", "the loopback S3 server the chapters start (internal)"),
+}
+"""Every verb of ``msresnet``; ``tests/test_cli_entries.py`` checks each module has ``main``."""
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {verb:<{width}}  {line}" for verb, (_, line) in COMMANDS.items()]
+    return ("usage: msresnet COMMAND [ARGS ...] [--debug]\n\n"
+            "The command-line tools of the book 'ResNet50 on CIFAR-10 with MindSpore'.\n\n"
+            "commands:\n" + "\n".join(lines) +
+            "\n\n'msresnet COMMAND --help' shows a command's options.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``msresnet VERB ARGS``: import the verb's module and :func:`run` its ``main``."""
+    import importlib
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else USAGE_ERROR
+    verb, rest = args[0], args[1:]
+    if verb not in COMMANDS:
+        from difflib import get_close_matches
+        close = get_close_matches(verb, COMMANDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        print(f"msresnet: error: unknown command {verb!r}{hint}; 'msresnet --help' lists them",
+              file=sys.stderr)
+        return USAGE_ERROR
+    module = importlib.import_module(COMMANDS[verb][0])
+    return run(module.main, rest, prog=f"msresnet {verb}")

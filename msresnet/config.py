@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from msresnet.lr_schedule import SCHEDULES
+from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
@@ -44,7 +44,7 @@ STEMS = ("imagenet", "cifar")
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
 CIFAR10_TRAIN_IMAGES = 50_000
 CIFAR10_TEST_IMAGES = 10_000
-# The same archive as msresnet.cifar10.OFFICIAL_URL (kept here so that reading a
+# The same archive as msresnet.data.cifar10.OFFICIAL_URL (kept here so that reading a
 # config never imports the dataset code).
 DEFAULT_DATA_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 
@@ -178,7 +178,7 @@ class Config:
                                 "epochs of linear warmup from lr_init to lr_max")
     momentum: float = _field(0.9, _number(0, 1), "SGD momentum")
     nesterov: bool = _field(False, _BOOL,
-                            "Nesterov momentum (done by msresnet.nesterov on the CPU, whose "
+                            "Nesterov momentum (done by msresnet.model.nesterov on the CPU, whose "
                             "kernel ignores MindSpore's flag); the models repo: false")
     bn_momentum: float = _field(
         0.9, _number(0, 1, low_open=True),

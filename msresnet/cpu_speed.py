@@ -8,7 +8,7 @@ once, when MindSpore runs its first operator, so it must be set before that:
 importing :mod:`msresnet` sets it (unless you already did), which is why the
 notebooks import ``msresnet`` before they touch MindSpore.
 
-To measure the effect yourself run ``python -m msresnet.bench``; to opt out set
+To measure the effect yourself run ``msresnet bench``; to opt out set
 ``ONEDNN_MAX_CPU_ISA`` yourself (``ALL`` means "no cap").
 """
 

@@ -15,7 +15,7 @@ LOCAL_MIRROR = REPO_ROOT.parent / "shared" / "data" / "cifar-10-binary.tar.gz"
 (``../shared/data/cifar-10-binary.tar.gz`` from the repository root). Its images are
 the real CIFAR-10 ones, JPEG re-encoded and in another record order, so it has its
 own checksum (:data:`LOCAL_MIRROR_MD5`, not the official MD5). ``python -m
-msresnet.prepare --source auto`` (what ``make data`` runs) uses it when it exists; the
+msresnet.data.prepare --source auto`` (what ``make data`` runs) uses it when it exists; the
 tests that need it skip without it. The one place that names it."""
 
 LOCAL_MIRROR_MD5 = "f589d28b67d6155e7dae07c1a46334ef"

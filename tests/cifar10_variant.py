@@ -16,7 +16,7 @@ and the train/test split are the official ones, exactly as for a genuine copy.
 
 Usage: ``python tests/cifar10_variant.py SOURCE_FOLDER DEST_ROOT`` writes
 ``DEST_ROOT/cifar-10-batches-bin`` (atomically: a temporary folder renamed into
-place) and prepares it with ``msresnet.prepare``'s validation and marker.
+place) and prepares it with ``msresnet.data.prepare``'s validation and marker.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msresnet import cifar10
+from msresnet.data import cifar10
 
 SEED = 20261201
 

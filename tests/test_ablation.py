@@ -1,6 +1,6 @@
 """The budget ablation's bookkeeping: commands, records and the table.
 
-The runs themselves are ordinary ``msresnet.train`` runs (tested in
+The runs themselves are ordinary ``msresnet.training.train`` runs (tested in
 ``test_train.py``); here a fake run folder stands in for one.
 """
 
@@ -11,16 +11,16 @@ import shlex
 
 import pytest
 
-from msresnet import ablation as ab
+from msresnet.experiments import ablation as ab
 from msresnet.config import load_config
-from msresnet.train import parse_args
+from msresnet.training.train import parse_args
 
 
 def test_every_row_changes_what_it_says_and_its_command_parses():
     recipe = load_config(ab.PROFILE, ab.SHORT)
     for row in ab.ROWS:
         command = ab.train_command(row)
-        assert command[:3] == ["python", "-m", "msresnet.train"]
+        assert command[:2] == ["msresnet", "train"]
         profile, overrides = parse_args(command[3:])[:2]
         config = load_config(profile, overrides)
         assert config.epoch_size == 3 and config.train_samples == 4800
@@ -34,7 +34,7 @@ def test_evaluation_rows_score_the_recipe_run_and_train_nothing():
     scored = [row for row in ab.ROWS if not row.trains]
     assert {row.scores for row in scored} == {"flip", "ema"}
     assert all(row.run_of == "recipe" for row in scored)
-    assert ab.score_command(ab.BY_NAME["ema"]) == ["python", "-m", "msresnet.ablation", "run",
+    assert ab.score_command(ab.BY_NAME["ema"]) == ["msresnet", "ablation", "run",
                                                     "ema"]
     assert ab.score_command(ab.BY_NAME["recipe"]) is None
 

@@ -1,4 +1,4 @@
-"""The CPU benchmark CLI (msresnet.bench): a tiny real run through a subprocess."""
+"""The CPU benchmark CLI (msresnet.experiments.bench): a tiny real run through a subprocess."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from msresnet import bench
+from msresnet.experiments import bench
 
 
 @pytest.mark.slow
 def test_cli_writes_json_with_positive_timings(tmp_path):
     out = tmp_path / "bench.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "msresnet.bench", "--batch-size", "4", "--image-size", "32",
+        [sys.executable, "-m", "msresnet", "bench", "--batch-size", "4", "--image-size", "32",
          "--stem", "imagenet", "--steps", "2", "--warmup", "1", "--modes", "pynative",
          "--isa", "AVX2,default", "--threads", "2", "--jit-level", "O0", "--json", str(out)],
         capture_output=True, text=True, timeout=300)
@@ -40,7 +40,7 @@ def test_cli_writes_json_with_positive_timings(tmp_path):
 
 
 def test_cli_rejects_unknown_mode():
-    completed = subprocess.run([sys.executable, "-m", "msresnet.bench", "--modes", "eager"],
+    completed = subprocess.run([sys.executable, "-m", "msresnet", "bench", "--modes", "eager"],
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode != 0
     assert "'eager'" in completed.stderr

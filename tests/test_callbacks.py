@@ -1,4 +1,4 @@
-"""msresnet.callbacks.Progress: a bar on a terminal, one line per epoch anywhere else.
+"""msresnet.training.callbacks.Progress: a bar on a terminal, one line per epoch anywhere else.
 
 Stored notebook outputs, logs and pipes must not fill up with redrawn progress
 bars (they differ on every run and bury the result), so off a terminal the
@@ -13,7 +13,7 @@ import io
 import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
 
-from msresnet.callbacks import Progress
+from msresnet.training.callbacks import Progress
 
 
 class Params(dict):

@@ -1,7 +1,7 @@
 """Every chapter records the key figures that reproductions and the results page read.
 
-``python -m msresnet.reproduce`` collects what each chapter records with
-:func:`msresnet.notebook.record_metrics`; ``report.md`` and the results page show
+``msresnet reproduce`` collects what each chapter records with
+:func:`msresnet.book.notebook.record_metrics`; ``report.md`` and the results page show
 those numbers. Strict nbval is the run that executes every chapter in the test
 command, and ``make nbval`` runs it with ``MSRESNET_METRICS_DIR`` set to
 ``runs/nbval-metrics``, then this test. (The reproduce command itself is tested on
@@ -16,7 +16,7 @@ import json
 import pytest
 
 from msresnet.paths import REPO_ROOT
-from msresnet.reproduce import chapters
+from msresnet.book.reproduce import chapters
 
 # The figures each chapter records with record_metrics (at least these keys).
 EXPECTED_METRICS = {

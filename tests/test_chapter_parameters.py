@@ -4,7 +4,7 @@ Papermill reproductions run the chapters with whatever values the config accepts
 so each chapter's asserts must state what holds for the values given (and skip,
 saying why, what cannot be judged: one epoch has no trend). Each case runs chapters
 4 (training) and 5 (the sweep of its checkpoints), or chapter 7 (data-parallel
-training with msrun), through ``python -m msresnet.reproduce``, which is how a
+training with msrun), through ``msresnet reproduce``, which is how a
 reader runs them with other values.
 
 Every case (one epoch of one batch of 2 images scored on 2 test images, batch size 1
@@ -24,7 +24,7 @@ import sys
 
 import pytest
 
-from msresnet.notebook import METRICS_DIR_VARIABLE
+from msresnet.book.notebook import METRICS_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def test_training_chapters_run_with_other_valid_values(case, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != METRICS_DIR_VARIABLE}
     only = CHAPTERS.get(case, "4,5")
     extra = ("-p", "runs_dir", str(tmp_path / "jobs")) if only == "7" else ()
-    proc = subprocess.run([sys.executable, "-m", "msresnet.reproduce", "--profile", "smoke",
+    proc = subprocess.run([sys.executable, "-m", "msresnet", "reproduce", "--profile", "smoke",
                            "--only", only, *CASES[case], *extra, "--out", str(out)],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

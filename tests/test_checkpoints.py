@@ -18,8 +18,8 @@ from mindspore import nn
 from mindspore.train import CheckpointConfig, RunContext
 
 from msresnet import atomic
-from msresnet import checkpoints as ck
-from msresnet.callbacks import AtomicCheckpoint, BestCheckpoint, EpochHistory, read_history
+from msresnet.training import checkpoints as ck
+from msresnet.training.callbacks import AtomicCheckpoint, BestCheckpoint, EpochHistory, read_history
 
 
 def tiny(out: int = 3, seed: int = 0) -> nn.Cell:
@@ -249,7 +249,7 @@ def test_best_checkpoint_breaks_ties_as_the_sweep_does(tmp_path):
     """A tied top-1 at a lower loss is the better choice, during training as in the
     sweep; a full tie keeps the earlier epoch. (On a variant copy of CIFAR-10 the smoke
     run tied epochs 1 and 3: training kept 1 and the sweep chose 3.)"""
-    from msresnet.sweep import SweepRecord, select_best
+    from msresnet.training.sweep import SweepRecord, select_best
 
     best = BestCheckpoint(tmp_path)
     scores = [(1, 0.5, 2.2), (2, 0.4, 2.0), (3, 0.5, 2.1), (4, 0.5, 2.1)]

@@ -1,4 +1,4 @@
-"""Tests of msresnet.cifar10 (format, validation, safe extraction, prepare) and its CLI.
+"""Tests of msresnet.data.cifar10 (format, validation, safe extraction, prepare) and its CLI.
 
 Fake datasets are a few records per file, built in tmp_path, so everything but
 the two tests on the real local mirror runs in well under a second.
@@ -20,14 +20,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msresnet import cifar10
-from msresnet.cifar10 import (CLASSES, FOLDER_NAME, MARKER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES,
+from msresnet.data import cifar10
+from msresnet.data.cifar10 import (CLASSES, FOLDER_NAME, MARKER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES,
                               DatasetError, prepare_dataset, read_records, validate)
-from msresnet import prepare as prepare_cli
+from msresnet.data import prepare as prepare_cli
 from msresnet.paths import LOCAL_MIRROR as MIRROR
 from msresnet.paths import LOCAL_MIRROR_MD5 as MIRROR_MD5
 from msresnet.paths import REPO_ROOT
-from msresnet.prepare import main as cli_main
+from msresnet.cli import main as msresnet_main
+
+
+def cli_main(argv):
+    return msresnet_main(["prepare", *argv])
 
 needs_mirror = pytest.mark.skipif(not MIRROR.is_file(), reason=f"local CIFAR-10 mirror not found at {MIRROR}")
 
@@ -254,7 +258,7 @@ def test_prepare_extracts_a_local_archive(archive: Path, root: Path) -> None:
 
 
 def test_provenance_reads_the_marker_of_the_folder(archive: Path, root: Path) -> None:
-    from msresnet.cifar10 import provenance
+    from msresnet.data.cifar10 import provenance
     report = prepare_dataset(archive, root, progress=False)
     for given in (root, root / FOLDER_NAME):  # data_dir or the folder itself
         record = provenance(given)
@@ -262,7 +266,7 @@ def test_provenance_reads_the_marker_of_the_folder(archive: Path, root: Path) ->
         assert record["folder"] == str(root / FOLDER_NAME) and record["prepared_at"]
     (root / FOLDER_NAME / MARKER_NAME).unlink()
     bare = provenance(root)
-    assert bare["source"] is None and "not prepared by msresnet.prepare" in bare["note"]
+    assert bare["source"] is None and "not prepared by msresnet.data.prepare" in bare["note"]
     (root / FOLDER_NAME / MARKER_NAME).write_text("{not json")
     with pytest.raises(DatasetError, match=f"{MARKER_NAME}: unreadable"):
         provenance(root)
@@ -536,7 +540,7 @@ def test_cli_error_is_one_clear_line(archive: Path, root: Path, capsys: pytest.C
     status = cli_main(["--source", str(archive), "--root", str(root), "--md5", "0" * 32, "--quiet"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.startswith(f"python -m msresnet.prepare: error: {archive}: MD5 mismatch:"
+    assert err.startswith(f"msresnet prepare: error: {archive}: MD5 mismatch:"
                           f" expected {'0' * 32}, got ")
     assert err.count("\n") == 1 and "Traceback" not in err
     assert contents(root) == []  # the root it made for this call is gone again
@@ -596,7 +600,7 @@ def test_the_local_mirror_is_named_in_one_place() -> None:
 
 @needs_mirror
 def test_cli_on_the_local_mirror(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "msresnet.prepare", "--source", str(MIRROR), "--root", str(tmp_path),
+    command = [sys.executable, "-m", "msresnet", "prepare", "--source", str(MIRROR), "--root", str(tmp_path),
                "--md5", MIRROR_MD5, "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msresnet import cifar10
+from msresnet.data import cifar10
 from cifar10_variant import write_variant
 from test_cifar10 import write_folder
 from test_cifar10 import any_record_count  # noqa: F401 - autouse: the fakes have a few records

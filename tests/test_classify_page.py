@@ -3,7 +3,7 @@
 The page loads the committed INT8 model (web/classify/model.int8.onnx) with
 onnxruntime-web and classifies the sample test images it shows. The page's
 probabilities must be onnxruntime's in Python for the same files (same model, the
-same input bit for bit through msresnet.images), a click on a sample must show
+same input bit for bit through msresnet.data.images), a click on a sample must show
 that top-1 in the page, and no console error or failed request may occur. The
 model's provenance (model.json) must describe the committed file.
 """
@@ -19,10 +19,10 @@ import onnxruntime as ort
 import pytest
 
 import browser_check
-from msresnet.cifar10 import CLASSES
-from msresnet.export import sha256
-from msresnet.images import model_input, read_image
-from msresnet.predict import softmax
+from msresnet.data.cifar10 import CLASSES
+from msresnet.deploy.export import sha256
+from msresnet.data.images import model_input, read_image
+from msresnet.deploy.predict import softmax
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +51,7 @@ def test_model_json_describes_the_committed_model(metadata, samples):
     assert model.stat().st_size == metadata["bytes"]
     assert sha256(model) == metadata["sha256"]
     assert metadata["input"] == {"name": "x", "shape": ["batch", 3, 32, 32]}
-    assert metadata["command"].startswith("python -m msresnet.export ")
+    assert metadata["command"].startswith("msresnet export ")
     assert 0 < metadata["best"]["top1"] <= 1
     if metadata["best"]["evaluated_on"]["split"] == "valid":  # chosen on held-out images:
         assert metadata["test"]["images"] == 10_000       # the page quotes the test score
@@ -65,7 +65,7 @@ def test_make_browser_model_rebuilds_from_the_committed_models_run(metadata):
     exported from, so rebuilding it does not silently switch checkpoints."""
     default = re.search(r"^REFERENCE_RUN \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
     assert default, "Makefile: no 'REFERENCE_RUN ?= ...' line"
-    assert metadata["command"] == (f"python -m msresnet.export {default.group(1)}/best.ckpt "
+    assert metadata["command"] == (f"msresnet export {default.group(1)}/best.ckpt "
                                    "--browser --out web/classify")
 
 

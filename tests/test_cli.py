@@ -17,11 +17,11 @@ def failing(error: BaseException):
 def test_a_book_error_is_one_line_naming_the_program(capsys, monkeypatch) -> None:
     monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
     code = cli.run(failing(ConfigError("batch_size: must be a positive integer, got 0")), [],
-                   prog="python -m msresnet.train")
+                   prog="msresnet train")
     err = capsys.readouterr().err
     assert code == cli.USAGE_ERROR
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith("python -m msresnet.train: error: batch_size: must be a positive")
+    assert err.startswith("msresnet train: error: batch_size: must be a positive")
     assert "--debug" in err
 
 

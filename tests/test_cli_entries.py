@@ -1,4 +1,4 @@
-"""Every ``python -m msresnet.X`` ends a user error with one clear line (issue 14, section 2).
+"""Every ``msresnet COMMAND`` ends a user error with one clear line (issue 14, section 2).
 
 Each entry is run as the reader runs it, in a subprocess, with a realistic wrong
 input: a truncated archive, data cut on a record boundary, other class names, a bad
@@ -23,21 +23,18 @@ from pathlib import Path
 
 import pytest
 
-from msresnet import cifar10, cli
+from msresnet.data import cifar10
+from msresnet import cli
 from msresnet.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "msresnet"
-# Every module with a command line; local_s3 is the tests' S3 server, not a reader's tool.
-ENTRIES = ("prepare", "train", "sweep", "job", "launch", "reproduce", "bench",
-           "results_page", "sync", "lab", "export", "predict", "convert_mindrecord",
-           "pipeline_bench", "lr_range", "ablation")
 
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
               timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != cli.DEBUG_VARIABLE}
     env.update({"PYTHONPATH": str(REPO_ROOT), **(extra_env or {})})
-    return subprocess.run([sys.executable, "-m", f"msresnet.{module}", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "msresnet", module, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -84,33 +81,43 @@ def closed_port() -> int:
 
 # ------------------------------------------------------------------------- the wiring
 
-@pytest.mark.parametrize("module", ENTRIES)
-def test_every_entry_runs_through_cli_run(module: str) -> None:
-    """The ``__main__`` line (or main itself) hands the exceptions to msresnet.cli."""
-    source = (PACKAGE / f"{module}.py").read_text()
-    main_block = source[source.index('if __name__ == "__main__":'):]
-    prog = f'prog="python -m msresnet.{module}"'
-    assert ("cli.run(main," in main_block and prog in main_block) or \
-        ("return cli.run(_main, argv, prog=PROG)" in source and f'PROG = "python -m msresnet.{module}"' in source)
+def test_every_command_names_a_module_with_main() -> None:
+    """Each verb of ``msresnet --help`` imports (lazily) a module that has ``main(argv)``."""
+    for verb, (module, line) in cli.COMMANDS.items():
+        path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+        assert re.search(r"^def main\(argv", path.read_text(), re.M), (verb, path)
+        assert line and len(f"  {verb:<18}  {line}") <= 80, verb
 
 
-def test_the_list_of_entries_is_complete() -> None:
-    found = {path.stem for path in PACKAGE.glob("*.py")
-             if 'if __name__ == "__main__":' in path.read_text()}
-    assert found - {"local_s3"} == set(ENTRIES)
+def test_every_module_with_main_is_a_command() -> None:
+    """No tool is left out of ``msresnet --help``, and no module runs as ``python -m`` itself."""
+    with_main = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
+                 for p in PACKAGE.rglob("*.py") if re.search(r"^def main\(", p.read_text(), re.M)}
+    assert with_main - {"msresnet.cli"} == {module for module, _ in cli.COMMANDS.values()}
+    shims = [p for p in PACKAGE.rglob("*.py")
+             if 'if __name__ == "__main__"' in p.read_text() and p.name != "__main__.py"]
+    assert not shims, shims
 
 
-def test_an_error_class_of_the_main_module_counts_as_the_books(capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under ``python -m msresnet.train`` TrainError's module is ``__main__``."""
-    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
-    error = type("TrainError", (RuntimeError,), {"__module__": "__main__"})
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(re.search(rf"^  {re.escape(verb)} +\S", out, re.M) for verb in cli.COMMANDS)
+    assert cli.main([]) == cli.USAGE_ERROR
 
-    def main(argv: list[str]) -> int:
-        raise error("resume_from: no checkpoint in runs/x")
 
-    assert cli.run(main, [], prog="p") == cli.USAGE_ERROR
-    assert capsys.readouterr().err.startswith("p: error: resume_from: no checkpoint in runs/x (")
+def test_an_unknown_command_is_one_line_with_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["trian", "smoke"]) == cli.USAGE_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["msresnet: error: unknown command 'trian' (did you mean 'train'?);"
+                   " 'msresnet --help' lists them"]
+
+
+def test_the_console_script_and_python_m_are_the_same(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "msresnet"
+    for command in ([str(script)], [sys.executable, "-m", "msresnet"]):
+        result = subprocess.run([*command, "--help"], capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 0 and "lr-range" in result.stdout, result.stderr
 
 
 # ------------------------------------------------------------------------- each entry
@@ -120,7 +127,7 @@ def test_prepare_truncated_archive(tmp_path: Path) -> None:
     result = run_entry("prepare", "--source", str(archive), "--root", str(tmp_path / "data"),
                        "--quiet", cwd=tmp_path)
     line = last_line(result, "cifar-10-binary.tar.gz: not a readable .tar.gz archive")
-    assert line.startswith("python -m msresnet.prepare: error: ") and result.returncode == 2
+    assert line.startswith("msresnet prepare: error: ") and result.returncode == 2
     assert not (tmp_path / "data").exists()  # no lock, partial folder or empty root left
 
 
@@ -141,7 +148,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
         assert result.returncode != 0
         assert "Traceback (most recent call last)" in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith(
-            "msresnet.cifar10.DatasetError: cifar-10-binary.tar.gz: not a readable")
+            "msresnet.data.cifar10.DatasetError: cifar-10-binary.tar.gz: not a readable")
 
 
 def test_train_other_class_names(tmp_path: Path) -> None:
@@ -150,7 +157,7 @@ def test_train_other_class_names(tmp_path: Path) -> None:
     write_dataset(tmp_path / "mine" / cifar10.FOLDER_NAME, records=10, classes=tuple(names))
     result = run_entry("train", "smoke", "--data_dir", str(tmp_path / "mine"),
                        "--output", str(tmp_path / "run"), cwd=tmp_path)
-    last_line(result, "python -m msresnet.train: error: batches.meta.txt: class 3 is 'kitten',"
+    last_line(result, "msresnet train: error: batches.meta.txt: class 3 is 'kitten',"
                       " expected 'cat'", str(tmp_path / "mine"))
 
 
@@ -162,7 +169,7 @@ def test_train_bad_config_value(tmp_path: Path) -> None:
 
 def test_sweep_run_folder_that_does_not_exist(tmp_path: Path) -> None:
     result = run_entry("sweep", str(tmp_path / "runs" / "nope"), cwd=tmp_path)
-    last_line(result, "python -m msresnet.sweep: error: ", str(tmp_path / "runs" / "nope"))
+    last_line(result, "msresnet sweep: error: ", str(tmp_path / "runs" / "nope"))
 
 
 @pytest.mark.slow
@@ -174,7 +181,7 @@ def test_job_unreachable_object_store(tmp_path: Path) -> None:
                                                 "AWS_ACCESS_KEY_ID": "placeholder",
                                                 "AWS_SECRET_ACCESS_KEY": "placeholder",
                                                 "S3_CONNECT_TIMEOUT": "2"})
-    last_line(result, "python -m msresnet.job: error: staging failed: ",
+    last_line(result, "msresnet job: error: staging failed: ",
               f"127.0.0.1:{port}", "s3://bucket/cifar10/")
 
 
@@ -197,7 +204,7 @@ def test_bench_bad_mode(tmp_path: Path) -> None:
 
 
 def test_results_page_run_folder_that_does_not_exist(tmp_path: Path) -> None:
-    result = run_entry("results_page", str(tmp_path / "nope"), "--dest", str(tmp_path / "res"),
+    result = run_entry("results-page", str(tmp_path / "nope"), "--dest", str(tmp_path / "res"),
                        "--page", str(tmp_path / "results.md"), cwd=tmp_path)
     last_line(result, str(tmp_path / "nope"))
     assert not (tmp_path / "results.md").exists()
@@ -206,7 +213,7 @@ def test_results_page_run_folder_that_does_not_exist(tmp_path: Path) -> None:
 def test_sync_source_that_does_not_exist(tmp_path: Path) -> None:
     result = run_entry("sync", str(tmp_path / "nope"), str(tmp_path / "dst"), "--world", "1",
                        "--job", "t", cwd=tmp_path)
-    last_line(result, "python -m msresnet.sync: error: ", str(tmp_path / "nope"))
+    last_line(result, "msresnet sync: error: ", str(tmp_path / "nope"))
     assert re.search(r'"error": "\w+"', result.stdout)  # the JSON line the ranks parse stays
 
 
@@ -227,7 +234,7 @@ def test_predict_model_that_does_not_exist(tmp_path: Path) -> None:
 
 
 def test_convert_mindrecord_data_folder_that_does_not_exist(tmp_path: Path) -> None:
-    last_line(run_entry("convert_mindrecord", str(tmp_path / "nope"), "--out", "mr", cwd=tmp_path),
+    last_line(run_entry("convert-mindrecord", str(tmp_path / "nope"), "--out", "mr", cwd=tmp_path),
               "no dataset folder at", "nope")
 
 
@@ -236,17 +243,17 @@ def test_convert_mindrecord_keeps_a_file_it_did_not_write(tmp_path: Path,
     data = write_dataset(tmp_path / cifar10.FOLDER_NAME, records=10_000)
     (tmp_path / "mr").mkdir()
     (tmp_path / "mr" / "cifar10_test.mindrecord").write_bytes(b"mine")
-    line = last_line(run_entry("convert_mindrecord", str(data), "--out", "mr", "--usage", "test",
+    line = last_line(run_entry("convert-mindrecord", str(data), "--out", "mr", "--usage", "test",
                                cwd=tmp_path), "cifar10_test.mindrecord", "--overwrite")
     assert "no conversion record" in line
     assert (tmp_path / "mr" / "cifar10_test.mindrecord").read_bytes() == b"mine"
 
 
 def test_pipeline_bench_bad_repeat(tmp_path: Path) -> None:
-    last_line(run_entry("pipeline_bench", "--repeat", "0", cwd=tmp_path), "--repeat", "0")
+    last_line(run_entry("pipeline-bench", "--repeat", "0", cwd=tmp_path), "--repeat", "0")
 
 
 
 def test_lr_range_bad_range(tmp_path: Path) -> None:
-    last_line(run_entry("lr_range", "smoke", "--lr-min", "1", "--lr-max", "0.5", cwd=tmp_path),
+    last_line(run_entry("lr-range", "smoke", "--lr-min", "1", "--lr-max", "0.5", cwd=tmp_path),
               "lr_min=1.0", "lr_max=0.5")

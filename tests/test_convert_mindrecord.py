@@ -1,4 +1,4 @@
-"""Tests of msresnet.convert_mindrecord: CIFAR-10 binary files to MindRecord.
+"""Tests of msresnet.data.mindrecord: CIFAR-10 binary files to MindRecord.
 
 A tiny CIFAR-10 folder of random pictures (a few records per file) is converted in a
 temporary folder; MindSpore's own ``MindDataset`` + ``vision.Decode`` must give back
@@ -20,9 +20,9 @@ import mindspore.dataset as ds
 import mindspore.dataset.vision as vision
 from mindspore.mindrecord import FileWriter
 
-from msresnet import cifar10, convert_mindrecord
-from msresnet.cifar10 import CLASSES, META_FILE, RECORD_BYTES, TEST_FILES, TRAIN_FILES
-from msresnet.convert_mindrecord import MindRecordError, check_file, convert, mindrecord_path
+from msresnet.data import cifar10, mindrecord as convert_mindrecord
+from msresnet.data.cifar10 import CLASSES, META_FILE, RECORD_BYTES, TEST_FILES, TRAIN_FILES
+from msresnet.data.mindrecord import MindRecordError, check_file, convert, mindrecord_path
 
 RECORDS = 12  # per file
 

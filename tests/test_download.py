@@ -1,4 +1,4 @@
-"""Tests of msresnet.download against a real HTTP server on 127.0.0.1.
+"""Tests of msresnet.data.download against a real HTTP server on 127.0.0.1.
 
 The server is http.server in a thread; its handler honours ``Range`` and can be
 told to cut the connection midway, answer with errors, stall, or ignore
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msresnet import cifar10
-from msresnet.download import (ChecksumError, DownloadError, download, md5sum, part_path,
+from msresnet.data import cifar10
+from msresnet.data.download import (ChecksumError, DownloadError, download, md5sum, part_path,
                                quarantine_path)
 
 PAYLOAD = np.random.default_rng(0).integers(0, 256, 200_000, dtype=np.uint8).tobytes()
@@ -236,7 +236,7 @@ def few_records_per_file(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_prepare_from_url_survives_a_dropped_connection(server: Server, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("msresnet.download.RETRY_BACKOFF_SECONDS", 0.0)
+    monkeypatch.setattr("msresnet.data.download.RETRY_BACKOFF_SECONDS", 0.0)
     archive = fake_archive_bytes()
     server.behaviour.payload = archive
     server.behaviour.drop_after = [len(archive) // 2]

@@ -1,4 +1,4 @@
-"""The weight average (``msresnet.ema``) and flip test-time augmentation (``msresnet.tta``).
+"""The weight average (``msresnet.training.ema``) and flip test-time augmentation (``msresnet.model.tta``).
 
 Small networks stand in for ResNet50: the average is arithmetic on parameters and
 the flip is one operator, so their correctness does not depend on the network.
@@ -18,11 +18,11 @@ import pytest
 from mindspore import nn
 from mindspore.common.initializer import Normal
 
-from msresnet import checkpoints as ck
+from msresnet.training import checkpoints as ck
 from msresnet.config import ConfigError, load_config
-from msresnet.ema import EMA_PREFIX, WeightAverage, decay_at
-from msresnet.sweep import CheckpointEvaluator
-from msresnet.tta import FlipAverage
+from msresnet.training.ema import EMA_PREFIX, WeightAverage, decay_at
+from msresnet.training.sweep import CheckpointEvaluator
+from msresnet.model.tta import FlipAverage
 
 
 def context(step: int, epoch: int = 1) -> types.SimpleNamespace:
@@ -122,7 +122,7 @@ def test_the_budget_keys_are_checked(key, value, message):
 
 
 def test_bn_momentum_reaches_every_batchnorm():
-    from msresnet.model import resnet50
+    from msresnet.model.resnet import resnet50
 
     net = resnet50(bn_momentum=0.97)
     norms = [c for _, c in net.cells_and_names() if isinstance(c, nn.BatchNorm2d)]

@@ -1,4 +1,4 @@
-"""msresnet.images: any picture to the network's input, as the evaluation pipeline does it."""
+"""msresnet.data.images: any picture to the network's input, as the evaluation pipeline does it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from msresnet import cifar10
-from msresnet.images import ImageError, fit_square, model_input, normalize, read_image
+from msresnet.data import cifar10
+from msresnet.data.images import ImageError, fit_square, model_input, normalize, read_image
 from msresnet.paths import REPO_ROOT
-from msresnet.pipeline import create_dataset
+from msresnet.data.pipeline import create_dataset
 
 DATA = REPO_ROOT / "data" / cifar10.FOLDER_NAME
 

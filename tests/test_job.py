@@ -1,4 +1,4 @@
-"""python -m msresnet.job: arguments, data discovery, and a real run against moto."""
+"""msresnet job: arguments, data discovery, and a real run against moto."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msresnet import job, staging
-from msresnet.cifar10 import (CLASSES, FOLDER_NAME, META_FILE, RECORD_BYTES, TEST_FILES,
+from msresnet.jobs import job
+from msresnet.storage import staging
+from msresnet.data.cifar10 import (CLASSES, FOLDER_NAME, META_FILE, RECORD_BYTES, TEST_FILES,
                               TRAIN_FILES)
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
@@ -141,7 +142,7 @@ def dataset_url(server, tmp_path_factory):
 
 
 def run_job(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "msresnet.job", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "msresnet", "job", *args], capture_output=True,
                           text=True, env=os.environ.copy(), timeout=timeout, cwd=REPO_ROOT)
 
 
@@ -212,7 +213,7 @@ def test_current_flow_local_input_and_output_needs_no_object_store(tmp_path, tin
     out = tmp_path / "outputs" / "train_url_0"
     env = _without_object_store({"data_url": str(tiny_archive), "train_url": str(out),
                                  "MA_NUM_GPUS": "1", "VC_TASK_INDEX": "0"})
-    done = subprocess.run([sys.executable, "-m", "msresnet.job", *SMALL_RUN,
+    done = subprocess.run([sys.executable, "-m", "msresnet", "job", *SMALL_RUN,
                            "--cache_dir", str(tmp_path / "cache")], capture_output=True,
                           text=True, env=env, timeout=900, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]

@@ -1,7 +1,7 @@
 """Running the chapters interactively: ``make lab`` in a real browser, and ``make restore``.
 
 ``test_lab_runs_a_chapter_on_the_book_kernel`` starts the server exactly as ``make
-lab`` does (``python -m msresnet.lab``, the same entry point and options), on
+lab`` does (``msresnet lab``, the same entry point and options), on
 127.0.0.1 with token authentication and a free port picked by the server, and drives
 JupyterLab in headless Chromium (Debian's ``/usr/bin/chromium``, as the book's
 browser test) like a reader: it opens chapter 2, checks that the registered kernel
@@ -48,7 +48,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import browser_check
-from msresnet import lab
+from msresnet.book import lab
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -113,9 +113,9 @@ def jupyter_home(tmp_path, monkeypatch):
 
 
 def _start_lab(log: Path) -> tuple[subprocess.Popen, lab.Server, str]:
-    """``python -m msresnet.lab --port 0``: the make lab entry point on a free port."""
+    """``msresnet lab --port 0``: the make lab entry point on a free port."""
     out = log.open("w")
-    process = subprocess.Popen([sys.executable, "-m", "msresnet.lab", "--port", "0"],
+    process = subprocess.Popen([sys.executable, "-m", "msresnet", "lab", "--port", "0"],
                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:

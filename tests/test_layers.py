@@ -24,7 +24,20 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "msresnet"
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+def _dotted(path: Path) -> str:
+    """``msresnet/data/cifar10.py`` -> ``data.cifar10`` (the name the docstring uses)."""
+    return ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+
+
+MODULES = sorted(_dotted(p) for p in PACKAGE.rglob("*.py")
+                 if p.stem not in ("__init__", "__main__") and "__pycache__" not in p.parts)
+
+
+def source_of(name: str) -> str:
+    return (PACKAGE / (name.replace(".", "/") + ".py")).read_text()
 
 
 def _init_tree() -> ast.Module:
@@ -45,7 +58,7 @@ def imports(source: str, lazy: bool) -> set[str]:
 
     Import time means the module body, including ``if``/``try``/``with`` blocks and
     class bodies, but not function bodies nor ``if TYPE_CHECKING:`` blocks.
-    ``from msresnet import x`` counts as importing ``msresnet.x``.
+    ``from msresnet.data import cifar10`` counts as importing ``msresnet.data.cifar10``.
     """
     found: set[str] = set()
 
@@ -60,9 +73,11 @@ def imports(source: str, lazy: bool) -> set[str]:
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                if node.module == "msresnet":
-                    found.update(f"msresnet.{a.name}" if a.name in MODULES else "msresnet"
-                                 for a in node.names)
+                if node.module == "msresnet" or node.module.startswith("msresnet."):
+                    inside = node.module.removeprefix("msresnet").removeprefix(".")
+                    for alias in node.names:
+                        name = f"{inside}.{alias.name}" if inside else alias.name
+                        found.add(f"msresnet.{name}" if name in MODULES else node.module)
                 else:
                     found.add(node.module)
             for name in ("body", "orelse", "finalbody"):
@@ -82,8 +97,8 @@ def graph(lazy: bool) -> dict[str, set[str]]:
     """msresnet module -> the msresnet modules it imports."""
     edges = {}
     for name in MODULES:
-        found = imports((PACKAGE / f"{name}.py").read_text(), lazy)
-        edges[name] = {m.split(".")[1] for m in found if m.startswith("msresnet.")} - {name}
+        found = imports(source_of(name), lazy)
+        edges[name] = {m.removeprefix("msresnet.") for m in found} & set(MODULES) - {name}
     return edges
 
 
@@ -115,7 +130,7 @@ def mindspore_at_import() -> dict[str, list[str]]:
     top = graph(lazy=False)
     direct = {name for name in MODULES
               if any(m == "mindspore" or m.startswith("mindspore.")
-                     for m in imports((PACKAGE / f"{name}.py").read_text(), lazy=False))}
+                     for m in imports(source_of(name), lazy=False))}
     chains: dict[str, list[str]] = {}
 
     def chain(name: str, seen: tuple[str, ...] = ()) -> list[str] | None:
@@ -136,12 +151,12 @@ def mindspore_at_import() -> dict[str, list[str]]:
 def test_the_checker_sees_lazy_and_aliased_imports():
     source = ("import os\nfrom msresnet import config\nfrom msresnet.paths import X\n"
               "try:\n    import mindspore\nexcept ImportError:\n    pass\n"
-              "if TYPE_CHECKING:\n    import msresnet.train\n"
+              "if TYPE_CHECKING:\n    import msresnet.training.train\n"
               "class A:\n    import numpy\n"
-              "def f():\n    from msresnet.model import resnet50\n")
+              "def f():\n    from msresnet.model.resnet import resnet50\n")
     assert imports(source, lazy=False) == {"os", "msresnet.config", "msresnet.paths",
                                            "mindspore", "numpy"}
-    assert "msresnet.model" in imports(source, lazy=True)
+    assert "msresnet.model.resnet" in imports(source, lazy=True)
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
@@ -155,9 +170,11 @@ def test_no_import_cycles(lazy):
 
 def test_training_does_not_import_the_launcher_or_chapter_7s_analysis():
     top = graph(lazy=False)
-    assert not top["train"] & {"launch", "rank_dump", "rank_analysis", "sweep"}
-    assert "rank_analysis" not in graph(lazy=True)["train"]
-    assert not top["factories"] & {"train", "sweep", "rank_dump", "rank_analysis"}
+    assert not top["training.train"] & {"jobs.launch", "training.rank_dump", "jobs.rank_analysis",
+                                        "training.sweep"}
+    assert "jobs.rank_analysis" not in graph(lazy=True)["training.train"]
+    assert not top["training.factories"] & {"training.train", "training.sweep", "training.rank_dump",
+                                            "jobs.rank_analysis"}
 
 
 def test_mindspore_free_modules_are_free_and_listed():
@@ -170,28 +187,48 @@ def test_mindspore_free_modules_are_free_and_listed():
     unlisted = sorted(set(MODULES) - set(chains) - declared)
     assert not unlisted, (f"{unlisted} import no MindSpore: add them to MINDSPORE_FREE_MODULES "
                           "in msresnet/__init__.py (and its docstring)")
-    assert {"cpu_speed", "atomic", "config", "paths"} <= declared
+    assert {"cpu_speed", "atomic", "config", "paths", "cli"} <= declared
 
 
 def test_init_imports_only_the_cpu_setting():
     assert imports((PACKAGE / "__init__.py").read_text(), lazy=True) == {"msresnet.cpu_speed"}
 
 
-def test_every_module_is_named_in_the_package_docstring():
-    doc = ast.get_docstring(_init_tree()) or ""
-    missing = [name for name in MODULES if f"``{name}``" not in doc]
-    assert not missing, f"msresnet/__init__.py's docstring does not describe: {missing}"
+def test_subpackages_import_nothing():
+    """Importing ``msresnet.training`` must not load MindSpore, nor anything else."""
+    assert SUBPACKAGES == ["book", "data", "deploy", "experiments", "jobs", "model", "storage",
+                           "training"]
+    for name in SUBPACKAGES:
+        assert imports((PACKAGE / name / "__init__.py").read_text(), lazy=True) == set(), name
+
+
+def test_the_checker_reads_every_module_of_the_tree():
+    """Not only ``msresnet/*.py``: a module in a sub-package is read too."""
+    assert {"data.cifar10", "training.train", "storage.staging", "cli"} <= set(MODULES)
+    assert len(MODULES) == len([p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts
+                                and p.stem not in ("__init__", "__main__")])
 
 
 def docstring_layers() -> dict[str, int]:
-    """Module -> the position of the docstring's bullet that first names it."""
+    """Module -> the position of the docstring's bullet that first names it.
+
+    A bullet that starts with a sub-package (````data````: ...) names its modules
+    by their short names (````cifar10```` is ``data.cifar10``)."""
     doc = ast.get_docstring(_init_tree()) or ""
     layers: dict[str, int] = {}
     for position, bullet in enumerate(re.split(r"\n\* ", doc)[1:]):
-        for name in re.findall(r"``(\w+)``", bullet):
-            if name in MODULES:
-                layers.setdefault(name, position)
+        names = re.findall(r"``([\w.]+)``", bullet)
+        package = names[0] if names and names[0] in SUBPACKAGES else ""
+        for name in names:
+            dotted = f"{package}.{name}" if package and f"{package}.{name}" in MODULES else name
+            if dotted in MODULES:
+                layers.setdefault(dotted, position)
     return layers
+
+
+def test_every_module_is_named_in_the_package_docstring():
+    missing = sorted(set(MODULES) - set(docstring_layers()))
+    assert not missing, f"msresnet/__init__.py's docstring does not describe: {missing}"
 
 
 def test_modules_import_only_their_own_or_earlier_layers():

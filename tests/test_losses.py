@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from msresnet.losses import CrossEntropySmooth, SparseCrossEntropy
+from msresnet.model.losses import CrossEntropySmooth, SparseCrossEntropy
 
 
 class _Fused(nn.Cell):

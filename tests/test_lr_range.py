@@ -9,7 +9,7 @@ import pytest
 
 import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
 from msresnet.config import load_config
-from msresnet.lr_range import RangeResult, RangeTestError, range_test, rates, smooth
+from msresnet.experiments.lr_range import RangeResult, RangeTestError, range_test, rates, smooth
 from msresnet.paths import REPO_ROOT
 
 

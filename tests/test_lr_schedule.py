@@ -1,4 +1,4 @@
-"""Tests of msresnet.lr_schedule, including agreement with the MindSpore models repo."""
+"""Tests of msresnet.model.lr_schedule, including agreement with the MindSpore models repo."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from msresnet.lr_schedule import (SCHEDULES, get_lr, lr_for_config, scaled_lr_max,
+from msresnet.model.lr_schedule import (SCHEDULES, get_lr, lr_for_config, scaled_lr_max,
                                   steps_per_epoch)
 
 # A small run: 10 epochs of 20 steps, 2 warmup epochs.

@@ -1,4 +1,4 @@
-"""ResNet50 structure, parameter groups and compute counts (msresnet.model, msresnet.flops)."""
+"""ResNet50 structure, parameter groups and compute counts (msresnet.model.resnet, msresnet.model.flops)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import mindspore
 from mindspore import nn
 
-from msresnet.flops import cell_macs, count_macs
-from msresnet.model import (NO_DECAY_NAMES, STAGES, count_parameters, param_groups, resnet50,
+from msresnet.model.flops import cell_macs, count_macs
+from msresnet.model.resnet import (NO_DECAY_NAMES, STAGES, count_parameters, param_groups, resnet50,
                             stage_shapes)
 
 # Exact counts of trainable scalars with 10 classes. The ImageNet-stem figure is

@@ -20,9 +20,9 @@ import numpy as np
 import psutil
 import pytest
 
-from msresnet import launch
+from msresnet.jobs import launch
 from msresnet.config import ConfigError
-from msresnet.launch import LaunchError, build_plan, run
+from msresnet.jobs.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 
 DATA = REPO_ROOT / "data" / "cifar-10-batches-bin"
@@ -36,7 +36,7 @@ STEPS_PER_EPOCH = 2  # 64 images per rank / batch 32
 
 
 def _python_launch(*args: str, cwd: Path = REPO_ROOT, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "msresnet.launch", *args], cwd=cwd,
+    return subprocess.Popen([sys.executable, "-m", "msresnet", "launch", *args], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -70,7 +70,7 @@ def test_both_ranks_ran_to_the_end(job):
         assert "done: 2 epochs, 4 steps" in lines
     assert (result.log_dir / "scheduler.log").is_file()
     assert (result.log_dir / "msrun.log").is_file()
-    from msresnet.rank_analysis import load_ranks, step_times
+    from msresnet.jobs.rank_analysis import load_ranks, step_times
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     assert [len(r.step_seconds) for r in records] == [2 * STEPS_PER_EPOCH] * 2
@@ -94,7 +94,7 @@ def test_only_rank_0_writes_checkpoints_and_history(job):
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_ranks_read_disjoint_shards(job):
-    from msresnet.rank_analysis import SampleIndex, load_ranks, shard_overlap
+    from msresnet.jobs.rank_analysis import SampleIndex, load_ranks, shard_overlap
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     assert [r.rank for r in records] == [0, 1]
@@ -109,7 +109,7 @@ def test_ranks_read_disjoint_shards(job):
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_parameters_are_identical_across_ranks(job):
-    from msresnet.rank_analysis import compare_parameters, load_ranks
+    from msresnet.jobs.rank_analysis import compare_parameters, load_ranks
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     groups = compare_parameters(records[0].params_path, records[1].params_path).by_group()
@@ -130,7 +130,7 @@ def test_gradients_are_averaged_not_summed(job):
     """Replaying the ranks' batches in one process with averaged gradients gives the
     job's losses to rounding; summed gradients (gradients_mean=False) do not."""
     from msresnet.config import load_config
-    from msresnet.rank_analysis import global_losses, load_ranks, replay_averaged
+    from msresnet.jobs.rank_analysis import global_losses, load_ranks, replay_averaged
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     config = load_config("smoke", SMALL)
@@ -222,7 +222,7 @@ def test_dry_run_prints_the_msrun_command():
                    "--join=True"):
         assert option in command
     entry = command.index("python")
-    assert command[entry:entry + 5] == ["python", "-m", "msresnet.train", "--config", "smoke"]
+    assert command[entry:entry + 5] == ["python", "-m", "msresnet", "train", "--config", "smoke"]
     assert "--epoch_size" in command and "--no-progress" in command
 
 
@@ -286,7 +286,7 @@ def test_failure_message_names_rank_exit_and_log(tmp_path):
 def test_msrun_processes_join_the_group_even_with_one_worker():
     """msrun sets MS_ROLE for its scheduler and workers: with one worker too, both must
     call init() (else the scheduler process would train as a second, standalone job)."""
-    from msresnet.distributed import launched_by_msrun
+    from msresnet.training.distributed import launched_by_msrun
 
     assert launched_by_msrun({"MS_ROLE": "MS_SCHED", "MS_WORKER_NUM": "1"})
     assert launched_by_msrun({"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "1", "RANK_ID": "0"})

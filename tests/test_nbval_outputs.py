@@ -2,7 +2,7 @@
 
 ``make nbval`` runs every chapter with recognisable fake credentials for chapter
 6's local object store (``LOCAL_S3_ACCESS_KEY_ID`` / ``LOCAL_S3_SECRET_ACCESS_KEY``,
-which ``msresnet.local_s3`` takes when set) and keeps every executed cell's outputs
+which ``msresnet.storage.local_s3`` takes when set) and keeps every executed cell's outputs
 in ``runs/nbval-outputs`` (the root ``conftest.py``), then runs this test: the two
 values must appear in no output of any chapter, ignored cells included, and in no
 text file chapter 6's job wrote. This is the one run of chapter 6 in the test
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.notebook import NBVAL_OUTPUTS_VARIABLE
+from msresnet.book.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.paths import REPO_ROOT
-from msresnet.reproduce import chapters
+from msresnet.book.reproduce import chapters
 
 NBVAL_OUTPUTS = REPO_ROOT / "runs" / "nbval-outputs"
 CREDENTIALS = ("LOCAL_S3_ACCESS_KEY_ID", "LOCAL_S3_SECRET_ACCESS_KEY")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from msresnet.model import param_groups
-from msresnet.nesterov import NesterovMomentum
+from msresnet.model.resnet import param_groups
+from msresnet.model.nesterov import NesterovMomentum
 
 LR, MU, STEPS = 0.1, 0.9, 3
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from msresnet.notebook import DATA_DIR_VARIABLE, config_from_parameters
+from msresnet.book.notebook import DATA_DIR_VARIABLE, config_from_parameters
 from msresnet.paths import REPO_ROOT
 
 

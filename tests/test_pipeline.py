@@ -1,4 +1,4 @@
-"""Tests of msresnet.pipeline on the real CIFAR-10 files (a few seconds in all).
+"""Tests of msresnet.data.pipeline on the real CIFAR-10 files (a few seconds in all).
 
 Every test reads at most a few hundred images through MindSpore, so the whole
 file runs in seconds; they are skipped (with the reason) only when the dataset
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
-from msresnet import cifar10, pipeline
+from msresnet.data import cifar10, pipeline
 from msresnet.paths import DATA_ROOT
-from msresnet.pipeline import CIFAR10_MEAN, CIFAR10_STD, PipelineError, create_dataset, worker_count
+from msresnet.data.pipeline import CIFAR10_MEAN, CIFAR10_STD, PipelineError, create_dataset, worker_count
 
 DATA_DIR = DATA_ROOT / cifar10.FOLDER_NAME
 needs_data = pytest.mark.skipif(not (DATA_DIR / "test_batch.bin").is_file(),
@@ -74,7 +74,7 @@ def test_usable_cores_follow_the_affinity() -> None:
     import subprocess
     import sys
     code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
-            "import msresnet.pipeline as p; print(p.usable_cores(), p.worker_count(2))")
+            "import msresnet.data.pipeline as p; print(p.usable_cores(), p.worker_count(2))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["1", "1"]
@@ -112,7 +112,7 @@ def test_truncated_file_names_the_file(tmp_path):
 
 
 def test_missing_data_says_which_command_makes_it(tmp_path):
-    with pytest.raises(cifar10.DatasetError, match=r"the command `python -m msresnet\.prepare` makes it"):
+    with pytest.raises(cifar10.DatasetError, match=r"the command `msresnet prepare` makes it"):
         create_dataset(tmp_path / cifar10.FOLDER_NAME)
 
 
@@ -273,7 +273,7 @@ def test_same_seed_same_batches_other_seed_other_batches():
 
 @pytest.fixture(scope="module")
 def test_split_mindrecord(tmp_path_factory) -> Path:
-    from msresnet.convert_mindrecord import convert
+    from msresnet.data.mindrecord import convert
     out = tmp_path_factory.mktemp("mindrecord")
     convert(DATA_DIR, out, "test")
     return out
@@ -312,7 +312,7 @@ def test_sources_shard_and_augment_alike(test_split_mindrecord: Path) -> None:
 
 @needs_data
 def test_missing_mindrecord_file_is_named(tmp_path: Path) -> None:
-    from msresnet.convert_mindrecord import MindRecordError
+    from msresnet.data.mindrecord import MindRecordError
     with pytest.raises(MindRecordError, match="cifar10_test.mindrecord: no such file"):
         create_dataset(DATA_DIR, "test", 10, source="mindrecord", mindrecord_dir=tmp_path)
 

@@ -1,4 +1,4 @@
-"""Tests of msresnet.pipeline_bench (chapter 9's measurements).
+"""Tests of msresnet.experiments.pipeline_bench (chapter 9's measurements).
 
 The settings are checked before any process starts; one real measurement of the
 pipeline alone runs in a fresh process (about 10 s) and must report what the
@@ -12,9 +12,9 @@ import os
 import numpy as np
 import pytest
 
-from msresnet import pipeline_bench
+from msresnet.experiments import pipeline_bench
 from msresnet.paths import DATA_ROOT
-from msresnet.pipeline_bench import GRIDS, PipelineBenchError, Setting
+from msresnet.experiments.pipeline_bench import GRIDS, PipelineBenchError, Setting
 
 DATA_DIR = DATA_ROOT / "cifar-10-batches-bin"
 needs_data = pytest.mark.skipif(not (DATA_DIR / "data_batch_1.bin").is_file(),
@@ -23,7 +23,7 @@ needs_data = pytest.mark.skipif(not (DATA_DIR / "data_batch_1.bin").is_file(),
 
 def test_sources_are_the_pipelines() -> None:
     import msresnet  # noqa: F401
-    from msresnet import pipeline
+    from msresnet.data import pipeline
     assert pipeline_bench.SOURCES == pipeline.SOURCES
 
 
@@ -98,7 +98,7 @@ def test_the_benchmarked_pipeline_is_the_training_pipeline() -> None:
     knobs first; with no knob set, it must yield the training pipeline's batches
     (same seed and worker count: the same images, crops, flips and labels)."""
     import msresnet  # noqa: F401
-    from msresnet.pipeline import create_dataset
+    from msresnet.data.pipeline import create_dataset
 
     setting = Setting(images=96, batch_size=32, seed=3)
     bench = pipeline_bench.build_dataset(setting, str(DATA_DIR), None)

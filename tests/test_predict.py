@@ -1,4 +1,4 @@
-"""python -m msresnet.predict and msresnet.export: every model format, any picture, clear errors.
+"""msresnet predict and msresnet.deploy.export: every model format, any picture, clear errors.
 
 One ResNet50 with random weights (a run folder with its config.yaml) is exported to
 MINDIR and ONNX for a batch of 4; the three formats must give the checkpoint's
@@ -20,9 +20,9 @@ import pytest
 from onnx import TensorProto, helper
 from PIL import Image
 
-from msresnet import export, predict
+from msresnet.deploy import export, predict
 from msresnet.config import load_config
-from msresnet.model import resnet50
+from msresnet.model.resnet import resnet50
 
 BATCH = 4
 
@@ -61,7 +61,7 @@ def pictures(tmp_path_factory) -> list[Path]:
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "msresnet.predict", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "msresnet", "predict", *map(str, args)],
                           capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
@@ -224,8 +224,8 @@ def test_the_browser_model_keeps_the_reference_accuracy():
 
     import onnxruntime as ort
 
-    from msresnet import cifar10
-    from msresnet.images import normalize
+    from msresnet.data import cifar10
+    from msresnet.data.images import normalize
     from msresnet.paths import REPO_ROOT
 
     test_file = REPO_ROOT / "data" / cifar10.FOLDER_NAME / "test_batch.bin"

@@ -1,4 +1,4 @@
-"""python -m msresnet.reproduce: parameter checks, --resume, failures, metrics.
+"""msresnet reproduce: parameter checks, --resume, failures, metrics.
 
 Fast: bad parameters stop the command before anything runs, the real chapter run
 here is chapter 2 (no MindSpore operator, seconds), and the other runs use tiny
@@ -20,14 +20,14 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from msresnet import reproduce
-from msresnet.notebook import METRICS_DIR_VARIABLE
+from msresnet.book import reproduce
+from msresnet.book.notebook import METRICS_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 
 
 def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != METRICS_DIR_VARIABLE}
-    return subprocess.run([sys.executable, "-m", "msresnet.reproduce", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "msresnet", "reproduce", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -39,7 +39,7 @@ def write_chapter(folder: Path, name: str, body: str, extras: dict[str, object] 
     params += [f"{name_} = None  # a config key (None: the profile's)" for name_ in fields]
     params += [f"{k} = {v!r}  # this notebook's own" for k, v in extras.items()]
     cells = [
-        new_code_cell("import msresnet\nfrom msresnet.notebook import ParameterGuard, record_metrics\n"
+        new_code_cell("import msresnet\nfrom msresnet.book.notebook import ParameterGuard, record_metrics\n"
                       "guard = ParameterGuard(globals())"),
         new_code_cell("\n".join(params), metadata={"tags": ["parameters"]}),
         new_code_cell(f"config = guard.config(globals(), extras={set(extras) or set()!r})"),
@@ -114,7 +114,7 @@ def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
     assert json.loads((out / "metrics" / "02_config_lr.json").read_text()) == entry["metrics"]
     assert "skipped" not in first.stdout
     # the copy of CIFAR-10 the chapters read, from its folder's marker (not the config's URL)
-    from msresnet.cifar10 import provenance
+    from msresnet.data.cifar10 import provenance
     from msresnet.paths import DATA_ROOT
     assert run["dataset"] == json.loads(json.dumps(provenance(DATA_ROOT)))
 
@@ -182,8 +182,8 @@ def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypat
 
 
 def test_the_data_folder_recorded_is_the_one_the_chapters_read(monkeypatch, tmp_path):
-    from msresnet.notebook import DATA_DIR_VARIABLE
-    from msresnet.reproduce import data_dir_used
+    from msresnet.book.notebook import DATA_DIR_VARIABLE
+    from msresnet.book.reproduce import data_dir_used
     monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
     assert data_dir_used("data", given=False) == REPO_ROOT / "data"
     monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
@@ -194,9 +194,9 @@ def test_the_data_folder_recorded_is_the_one_the_chapters_read(monkeypatch, tmp_
 def test_the_recorded_command_is_quoted_for_the_shell():
     argv = ["--profile", "cpu", "-p", "data_url", "/data/my copy.tgz", "--out", "runs/a b"]
     command = reproduce.command_line(argv)
-    assert command == ("python -m msresnet.reproduce --profile cpu -p data_url "
+    assert command == ("msresnet reproduce --profile cpu -p data_url "
                        "'/data/my copy.tgz' --out 'runs/a b'")
-    assert shlex.split(command)[3:] == argv
+    assert shlex.split(command)[2:] == argv
 
 
 def test_stale_metrics_are_not_reported(tmp_path):

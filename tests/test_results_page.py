@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from msresnet import results_page
+from msresnet.book import results_page
 from msresnet.paths import REPO_ROOT
-from msresnet.results_page import ResultsError, record, render_page, write_page
+from msresnet.book.results_page import ResultsError, record, render_page, write_page
 
 HISTORY = [
     {"epoch": 1, "step": 10, "lr": 0.01, "train_loss": 2.2, "val_loss": 2.0, "val_top1": 0.25,
@@ -54,7 +54,7 @@ def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 4) -> P
                           "seconds": 12.5, "metrics": values, "figures": drawn,
                           "started": f"2026-11-29T20:0{len(notebooks)}:00",
                           "finished": f"2026-11-29T20:1{len(notebooks)}:00"})
-    run = {"profile": "cpu", "command": "python -m msresnet.reproduce --profile cpu --only 1,4,5 "
+    run = {"profile": "cpu", "command": "msresnet reproduce --profile cpu --only 1,4,5 "
                                         "--out runs/cpu-reference",
            "parameters": {"output_dir": str(train), "train_samples": 320, "eval_samples": None,
                           "epoch_size": 2, "batch_size": 32, "lr_schedule": "poly",
@@ -88,7 +88,7 @@ def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
     assert "| started / finished (UTC) | 2026-11-29T20:00:00 / 2026-11-29T20:12:00 |" in text
     assert "| whole reproduction | 0.6 min (the chapters' own times) |" in text
     assert "skipped by `--resume`" not in text
-    assert "python -m msresnet.reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference" in text
+    assert "msresnet reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference" in text
     figures = re.findall(r"```\{figure\} (\S+)", text)
     assert len(figures) == 5
     for figure in figures:
@@ -122,24 +122,24 @@ def test_the_run_folders_come_from_typed_fields_of_run_json(tmp_path):
     (run_dir / "train").rename(run_dir / "training")
     run = json.loads((run_dir / "run.json").read_text())
     run.update(out="runs/cpu reference", train_dir="training",
-               command="python -m msresnet.reproduce --profile cpu --out elsewhere")
+               command="msresnet reproduce --profile cpu --out elsewhere")
     (run_dir / "run.json").write_text(json.dumps(run))
     dest = tmp_path / "dest"
     assert dest / "train" / "history.json" in record(run_dir, dest)
     text = render_page(dest, tmp_path / "results.md")
-    assert ("python -m msresnet.results_page 'runs/cpu reference' --dest results/cpu "
+    assert ("msresnet results-page 'runs/cpu reference' --dest results/cpu "
             "--page book/results.md") in text
     assert "elsewhere --dest" not in text
 
 
 def test_older_records_without_the_typed_fields_still_render(tmp_path):
-    run = {"command": "python -m msresnet.reproduce --profile cpu --out=runs/a --resume"}
+    run = {"command": "msresnet reproduce --profile cpu --out=runs/a --resume"}
     assert results_page.out_folder(run) == "runs/a"
     assert results_page.train_folder(run) == "train"
-    run["command"] = "python -m msresnet.reproduce --profile cpu --out runs/b --resume"
+    run["command"] = "msresnet reproduce --profile cpu --out runs/b --resume"
     assert results_page.out_folder(run) == "runs/b"
     with pytest.raises(ResultsError, match="no 'out' field and no --out"):
-        results_page.out_folder({"command": "python -m msresnet.reproduce --profile cpu"})
+        results_page.out_folder({"command": "msresnet reproduce --profile cpu"})
 
 
 def test_the_page_names_the_archive_the_run_read(tmp_path):
@@ -172,7 +172,7 @@ def test_the_committed_results_page_matches_the_committed_run():
     dest, page = REPO_ROOT / "results" / "cpu", REPO_ROOT / "book" / "results.md"
     assert (dest / "run.json").is_file(), "the reference run is not recorded in results/cpu/"
     assert page.read_text() == render_page(dest, page), (
-        "book/results.md differs from its records: run python -m msresnet.results_page")
+        "book/results.md differs from its records: run msresnet results-page")
     for figure in re.findall(r"```\{figure\} (\S+)", page.read_text()):
         assert (page.parent / figure).resolve().is_file(), figure
     assert "book/results" in (REPO_ROOT / "_toc.yml").read_text()
@@ -209,7 +209,7 @@ def test_the_readme_row_of_the_reference_run_is_generated_from_its_records(tmp_p
     readme = (REPO_ROOT / "README.md").read_text()
     row = results_page.readme_row(REPO_ROOT / "results" / "cpu")
     assert row in readme.split("\n"), (
-        "README.md's reference row differs from results/cpu: run python -m msresnet.results_page")
+        "README.md's reference row differs from results/cpu: run msresnet results-page")
     copy = tmp_path / "README.md"
     copy.write_text("intro\n| a | b |\n" + results_page.README_ROW_START + " old |\nend\n")
     results_page.write_readme_row(REPO_ROOT / "results" / "cpu", copy)

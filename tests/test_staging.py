@@ -1,4 +1,4 @@
-"""msresnet.staging against a real S3-compatible server (moto on 127.0.0.1)."""
+"""msresnet.storage.staging against a real S3-compatible server (moto on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import fsspec
 import pytest
 from s3fs import S3FileSystem
 
-from msresnet import staging
-from msresnet.local_s3 import local_server
+from msresnet.storage import staging
+from msresnet.storage.local_s3 import local_server
 from s3server import (FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, closed_port,
                       new_bucket_name, running_server)
 
@@ -137,7 +137,7 @@ def test_local_to_local_and_file_urls(tmp_path):
 # ------------------------------------------------------------------ interruption
 _KILL_AFTER = textwrap.dedent("""
     import os, signal, sys
-    from msresnet import staging
+    from msresnet.storage import staging
     limit, seen = int(sys.argv[3]), [0]
     original = staging._Progress.relative_update
     def relative_update(self, inc=1):
@@ -336,7 +336,7 @@ def test_temporary_files_are_invisible(tmp_path):
 
 
 def test_local_server_exports_its_credentials_and_restores_the_environment(monkeypatch):
-    from msresnet.local_s3 import LocalS3Server
+    from msresnet.storage.local_s3 import LocalS3Server
 
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     monkeypatch.setenv("LOCAL_S3_ACCESS_KEY_ID", "AKIATESTTESTTESTTEST")
@@ -536,7 +536,7 @@ def test_moxing_path_needs_neither_credentials_nor_s3fs(tmp_path):
                 if name.split(".")[0] in ("s3fs", "botocore", "aiobotocore", "boto3"):
                     raise ImportError(f"{name} is blocked")
         sys.meta_path.insert(0, Block())
-        from msresnet import staging
+        from msresnet.storage import staging
         staging.copy_parallel(sys.argv[1], "obs://bucket/in")
         print(staging.backend(), staging.list_directory("obs://bucket/in", recursive=True))
     """)

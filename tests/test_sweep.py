@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from msresnet import checkpoints as ck
-from msresnet import sweep as sw
+from msresnet.training import checkpoints as ck
+from msresnet.training import sweep as sw
 
 CLASSES = 10
 
@@ -82,12 +82,12 @@ def test_sweep_skips_truncated_file_with_warning_and_goes_on(run_dir, caplog):
     data_bytes = bad.read_bytes()
     bad.chmod(0o600)
     bad.write_bytes(data_bytes[: len(data_bytes) // 2])
-    with caplog.at_level(logging.WARNING, logger="msresnet.sweep"):
+    with caplog.at_level(logging.WARNING, logger="msresnet.training.sweep"):
         result = sw.sweep(run_dir, make_evaluator())
     assert [r.epoch for r in result.records] == [1, 3]
     assert [name for name, _ in result.skipped] == ["resnet50-2_4.ckpt"]
     warnings = [r.getMessage() for r in caplog.records
-                if r.name == "msresnet.sweep" and r.levelno == logging.WARNING]
+                if r.name == "msresnet.training.sweep" and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "skipping resnet50-2_4.ckpt" in warnings[0]
 
 
@@ -159,7 +159,7 @@ def test_format_table_aligns_columns():
 
 def images_folder(root, order=None):
     """A folder whose test file holds 6 records (optionally reordered)."""
-    from msresnet.cifar10 import RECORD_BYTES, TEST_FILES
+    from msresnet.data.cifar10 import RECORD_BYTES, TEST_FILES
     root.mkdir(parents=True, exist_ok=True)
     records = np.arange(6 * RECORD_BYTES, dtype=np.int64).astype(np.uint8).reshape(6, -1)
     records[:, 0] = np.arange(6) % 10
@@ -170,7 +170,7 @@ def images_folder(root, order=None):
 
 
 def test_evaluation_images_tell_copies_and_prefixes_apart(tmp_path):
-    from msresnet.cifar10 import evaluation_images, same_images_as
+    from msresnet.data.cifar10 import evaluation_images, same_images_as
     a = images_folder(tmp_path / "a")
     b = images_folder(tmp_path / "b", order=[1, 0, 2, 3, 4, 5])
     first4, all6 = evaluation_images(a, 4), evaluation_images(a)
@@ -182,7 +182,7 @@ def test_evaluation_images_tell_copies_and_prefixes_apart(tmp_path):
 
 
 def test_promote_best_refuses_a_choice_made_on_other_images(run_dir, tmp_path):
-    from msresnet.cifar10 import evaluation_images
+    from msresnet.data.cifar10 import evaluation_images
     result = sw.sweep(run_dir, make_evaluator())
     first = sw.promote_best(run_dir, result.records[0], "training",
                             evaluation_images(images_folder(tmp_path / "a"), 4))
@@ -203,7 +203,7 @@ def test_promote_best_refuses_a_choice_made_on_other_images(run_dir, tmp_path):
 
 
 def test_promote_best_replaces_a_choice_made_on_a_prefix_of_the_same_images(run_dir, tmp_path):
-    from msresnet.cifar10 import evaluation_images
+    from msresnet.data.cifar10 import evaluation_images
     folder = images_folder(tmp_path / "a")
     result = sw.sweep(run_dir, make_evaluator())
     first = sw.promote_best(run_dir, result.records[0], "training", evaluation_images(folder, 4))

@@ -20,10 +20,10 @@ import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
 import pytest
 
-from msresnet import checkpoints as ck
+from msresnet.training import checkpoints as ck
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
-from msresnet.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
+from msresnet.training.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
                             validation_epochs)
 
 SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
@@ -129,7 +129,7 @@ def test_command_line_runs_the_smoke_profile(tmp_path):
     out = tmp_path / "cli"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "msresnet.train", "--config", "configs/smoke.yaml",
+        [sys.executable, "-m", "msresnet", "train", "--config", "configs/smoke.yaml",
          "--train_samples", "64", "--eval_samples", "32", "--epoch_size", "1",
          "--data_dir", "data", "--output", str(out), "--no-progress", "--valid_split", "0"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -145,7 +145,7 @@ def test_command_line_runs_the_smoke_profile(tmp_path):
 
 
 def test_command_line_reports_config_errors(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "msresnet.train", "smoke", "--batch_szie", "8"],
+    proc = subprocess.run([sys.executable, "-m", "msresnet", "train", "smoke", "--batch_szie", "8"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "batch_szie" in proc.stderr and "batch_size" in proc.stderr
@@ -173,9 +173,9 @@ def test_validation_epochs_always_include_the_last():
 def test_rank_dump_callback_only_when_the_launcher_asks(tmp_path):
     """The command line adds chapter 7's RankDump only with MSRESNET_RANK_DUMP set,
     and the training module does not import the evidence code at all."""
-    import msresnet.train as train_module
-    from msresnet.distributed import DUMP_VARIABLE
-    from msresnet.train import callbacks_from_environment
+    import msresnet.training.train as train_module
+    from msresnet.training.distributed import DUMP_VARIABLE
+    from msresnet.training.train import callbacks_from_environment
 
     assert callbacks_from_environment({}) == []
     assert callbacks_from_environment({DUMP_VARIABLE: "  "}) == []
@@ -183,13 +183,13 @@ def test_rank_dump_callback_only_when_the_launcher_asks(tmp_path):
     assert type(dump).__name__ == "RankDump" and dump.directory == tmp_path
     tree = ast.parse(Path(train_module.__file__).read_text())
     top_level = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
-    assert "msresnet.distributed" in top_level
-    assert not top_level & {"msresnet.rank_dump", "msresnet.rank_analysis", "msresnet.launch"}
+    assert "msresnet.training.distributed" in top_level
+    assert not top_level & {"msresnet.training.rank_dump", "msresnet.jobs.rank_analysis", "msresnet.jobs.launch"}
     assert train_module.DUMP_VARIABLE == "MSRESNET_RANK_DUMP"
 
 
 def test_rank_helpers_on_one_device_and_in_a_group():
-    from msresnet.distributed import RankInfo, launched_by_msrun, rank_info
+    from msresnet.training.distributed import RankInfo, launched_by_msrun, rank_info
 
     single = rank_info()  # nothing initialised mindspore.communication here
     assert (single.rank, single.group_size, single.is_main) == (0, 1, True)
@@ -235,7 +235,7 @@ def test_resume_reports_settings_that_differ_from_the_recording(runs, tmp_path, 
     import shutil
     folder = tmp_path / "run"
     shutil.copytree(runs["resumed"].output_dir, folder)
-    with caplog.at_level("WARNING", logger="msresnet.train"):
+    with caplog.at_level("WARNING", logger="msresnet.training.train"):
         result = train_and_evaluate("smoke", {**SMALL, "output_dir": str(folder), "lr_max": 0.05,
                                               "resume_from": "auto"}, progress=False)
     assert list(result.changed_on_resume) == ["lr_max"]
@@ -245,14 +245,14 @@ def test_resume_reports_settings_that_differ_from_the_recording(runs, tmp_path, 
 
 
 def sweep_cli(run_dir, cwd, *args):
-    return subprocess.run([sys.executable, "-m", "msresnet.sweep", str(run_dir),
+    return subprocess.run([sys.executable, "-m", "msresnet", "sweep", str(run_dir),
                            "--eval_samples", str(SMALL["eval_samples"]), *args],
                           cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path):
     import shutil
-    from msresnet.cifar10 import FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES
+    from msresnet.data.cifar10 import FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES
     run_dir = tmp_path / "run"
     shutil.copytree(runs["straight"].output_dir, run_dir)
     # The sweep runs where ./data is *another* copy of CIFAR-10 (every file's records
@@ -289,7 +289,7 @@ def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path
 
 
 def test_the_weight_average_is_saved_every_epoch_and_survives_resume(runs):
-    from msresnet.ema import EMA_PREFIX
+    from msresnet.training.ema import EMA_PREFIX
 
     straight, resumed = runs["straight"].output_dir, runs["resumed"].output_dir
     names = [c.name for c in ck.list_checkpoints(straight, EMA_PREFIX)]

@@ -1,10 +1,10 @@
 /*
  * The book's in-browser classifier (book/classify.md): the reference run's best
- * checkpoint, exported to a static INT8 ONNX graph by `python -m msresnet.export
+ * checkpoint, exported to a static INT8 ONNX graph by `msresnet export
  * --browser`, run by onnxruntime-web's WebAssembly backend (pinned in
  * package.json, served from ./ort/, no CDN).
  *
- * A picture becomes the network's input exactly as msresnet/images.py does it:
+ * A picture becomes the network's input exactly as msresnet/data/images.py does it:
  * the largest centred square, resized to the model's size (no resize for a 32x32
  * CIFAR-10 image), then (pixel / 255 - mean) / std per channel in float32
  * (Math.fround after every operation), channels first. tests/test_classify_page.py

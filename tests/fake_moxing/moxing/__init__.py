@@ -1,7 +1,7 @@
 """A stand-in for ModelArts' ``moxing`` package, for tests only.
 
 The real MoXing is installed on ModelArts and cannot be installed elsewhere. This
-package has the part of its API that :mod:`msresnet.staging` uses (``moxing.file``:
+package has the part of its API that :mod:`msresnet.storage.staging` uses (``moxing.file``:
 copy_parallel, copy, exists, is_directory, list_directory, make_dirs, remove,
 get_size) and does the work on the local disk, so a test can check the results:
 ``obs://bucket/key`` and ``s3://bucket/key`` are the folder

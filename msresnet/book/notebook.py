@@ -1,0 +1,154 @@
+"""Notebook parameters with one vocabulary, checked against the config schema.
+
+Every chapter has one cell tagged ``parameters`` (papermill injects the values a
+user passes with ``-p`` in a cell right after it). Papermill only *warns* about a
+parameter the notebook does not declare, so ``-p epoch_sise 3`` would silently
+train with the profile's epochs. The chapters therefore do this::
+
+    guard = ParameterGuard(globals())      # first cell, after the imports
+    # ... the parameters cell ...
+    config = guard.config(globals(), extras={"show_images"})   # next cell
+
+:meth:`ParameterGuard.config` looks at the names defined since the guard was made:
+each must be a :class:`~msresnet.config.Config` field or one of the notebook's own
+``extras``, or it raises :class:`ParameterError` naming it. Config fields left at
+``None`` keep the profile's value, so ``-p profile cpu`` really runs the ``cpu``
+profile; anything else is an override, validated by :func:`load_config`. For
+the fields that may be null, the text ``"null"`` (``-p train_samples null``)
+asks for null itself.
+
+Notebooks also record their key figures with :func:`record_metrics`, so that
+``msresnet reproduce`` reads numbers, not scraped text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from msresnet.atomic import write_json
+from msresnet.config import (FIELDS, Config, ConfigError, Overrides, load_config,
+                             value_from_text)
+from msresnet.paths import REPO_ROOT
+
+METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
+# Where strict nbval keeps what each executed cell printed, when set (conftest.py;
+# read by tests/test_nbval_outputs.py).
+NBVAL_OUTPUTS_VARIABLE = "MSRESNET_NBVAL_OUTPUTS"
+# The chapters' default data folder when set (instead of the profile's): how the test
+# command runs every chapter on a second, differing copy of CIFAR-10 (see the README).
+DATA_DIR_VARIABLE = "MSRESNET_DATA_DIR"
+PATH_FIELDS = ("data_dir", "output_dir")
+NULL_TEXTS = ("null", "none")
+
+
+class ParameterError(ConfigError):
+    """A notebook parameter that no chapter and no config key knows."""
+
+
+class ParameterGuard:
+    """Remembers the names a notebook defined before its parameters cell."""
+
+    def __init__(self, namespace: Mapping[str, Any]) -> None:
+        self._before = frozenset(namespace)
+
+    def parameters(self, namespace: Mapping[str, Any],
+                   known: Iterable[str] = ()) -> dict[str, Any]:
+        """The parameters: the names (and values) defined since the guard, plus the
+        ``known`` names (config fields, the notebook's extras) found in ``namespace``.
+
+        The second part matters when a reader runs the notebook again in the same
+        kernel: the first cell then makes a new guard while last run's parameters
+        still exist, and without it a re-run would silently drop them.
+        """
+        known = set(known)
+        return {name: value for name, value in namespace.items()
+                if (name not in self._before or name in known) and not name.startswith("_")
+                and not isinstance(value, ParameterGuard)}
+
+    def config(self, namespace: Mapping[str, Any], extras: Iterable[str] = ()) -> Config:
+        """Check the parameters and build the run's :class:`Config` from them."""
+        extras = set(extras)
+        params = self.parameters(namespace, known=set(FIELDS) | extras)
+        return config_from_parameters(params, extras)
+
+
+def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()) -> Config:
+    """Validate parameter names, then load the profile with the non-None overrides.
+
+    Relative ``data_dir``/``output_dir`` taken from a profile file are relative to
+    the repository root (where the command-line tools run); they are rewritten
+    relative to the current folder, which for a notebook is ``notebooks/``.
+    ``$MSRESNET_DATA_DIR``, when set, replaces the profile's ``data_dir`` (not an
+    explicit parameter): the test command uses it to run the chapters on a second
+    copy of CIFAR-10 that differs from the one that produced the stored outputs.
+    """
+    known = set(FIELDS) | set(extras)
+    for name in params:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ParameterError(
+                f"unknown notebook parameter '{name}'{hint}; parameters are config keys "
+                f"or this notebook's own: {', '.join(sorted(extras)) or 'none'}",
+                key=name, value=params[name], source="notebook parameters")
+    profile = params.get("profile") or "smoke"
+    overrides = Overrides({k: _null_text(k, v) for k, v in params.items()
+                           if k in FIELDS and k != "profile" and v is not None},
+                          source="notebook parameters")
+    given = set(overrides)  # what the parameters set explicitly
+    data_dir = os.environ.get(DATA_DIR_VARIABLE)
+    if data_dir and "data_dir" not in given:
+        # The variable replaces the profile's default (relative: to the repository root,
+        # like the profiles' paths); an explicit data_dir parameter still wins.
+        # (A folder name cannot fail the config's checks, so errors still name the
+        # parameters as their source.)
+        overrides = Overrides({**overrides, "data_dir": data_dir}, source=overrides.source)
+    config = load_config(profile, overrides)
+    for field in PATH_FIELDS:
+        value = getattr(config, field)
+        if field not in given and not os.path.isabs(value):
+            setattr(config, field, os.path.relpath(REPO_ROOT / value))
+    return config
+
+
+def _null_text(name: str, value: Any) -> Any:
+    """``"null"``/``"none"`` for a field that allows None: the explicit None; and
+    ``"false"``/``"true"`` for a boolean field (:func:`msresnet.config.value_from_text`).
+
+    None itself means "the profile's value", so ``-p train_samples null`` (a
+    string to papermill) is how a run asks for, e.g., all 50,000 images.
+    """
+    value = value_from_text(name, value)
+    if isinstance(value, str) and value.strip().lower() in NULL_TEXTS:
+        hint = FIELDS[name].type
+        if "None" in str(hint):
+            return None
+    return value
+
+
+def record_metrics(chapter: str, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Record a chapter's key figures for ``msresnet.book.reproduce``.
+
+    Writes ``<MSRESNET_METRICS_DIR>/<chapter>.json`` when the reproduce command set
+    that variable; interactively (or under nbval) it only returns the numbers.
+    """
+    data = {key: _plain(value) for key, value in metrics.items()}
+    folder = os.environ.get(METRICS_DIR_VARIABLE)
+    if folder:
+        path = Path(folder) / f"{chapter}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, data, sort_keys=True)
+    return data
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and paths to JSON-friendly values."""
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return value

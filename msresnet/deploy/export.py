@@ -1,0 +1,279 @@
+"""From a swept checkpoint to deployable graphs: MINDIR, ONNX, and ONNX quantized to INT8.
+
+Chapter 8 teaches each step in its cells; this module is the same steps as
+functions, for ``msresnet export`` (which also rebuilds the model the
+book's in-browser page runs) and for the tests. What the steps are for:
+
+* :func:`network_for` builds the network the checkpoint's run recorded in its
+  ``config.yaml`` (stem, classes) and loads the weights strictly, in evaluation
+  mode: an export from training mode would freeze batch statistics instead of
+  the moving averages, and a half-loaded network exports random weights.
+* :func:`export_graph` calls ``mindspore.export`` with a zero tensor of the shape to
+  serve: the graph records that shape (batch included).
+* :func:`make_batch_dynamic` renames the ONNX graph's batch dimension to a symbol,
+  which is valid for this network because no operator of its graph fixes the batch
+  (``Flatten``, not a ``Reshape`` to a stored shape); :func:`operator_counts` is the
+  evidence.
+* :func:`quantize_int8` is onnxruntime's static quantization (weights per output
+  channel, activations per tensor, QDQ format) calibrated on training images; QDQ
+  needs opset 13, MindSpore writes opset 11, so the graph is converted first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+from mindspore import nn
+
+from msresnet.atomic import write_json
+from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
+from msresnet.config import Config, load_config
+from msresnet.data.download import sha256  # also imported from here by the tests
+from msresnet.training.final_test import read_test
+from msresnet.model.resnet import resnet50
+from msresnet.training.train import CONFIG_FILE
+
+FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
+ONNX_QDQ_OPSET = 13  # DequantizeLinear's per-channel "axis" attribute needs opset 13
+BATCH_SYMBOL = "batch"
+
+
+class ExportError(ValueError):
+    """An export cannot be made as asked; the message names the file or value."""
+
+
+def run_config(checkpoint: str | os.PathLike[str], config: str | None = None) -> Config:
+    """The configuration of the run that wrote ``checkpoint`` (its folder's config.yaml)."""
+    if config is not None:
+        return load_config(config)
+    beside = Path(checkpoint).parent / CONFIG_FILE
+    if not beside.is_file():
+        raise ExportError(f"{checkpoint}: no {CONFIG_FILE} beside it to say which network it "
+                          "holds; pass --config PROFILE_OR_YAML")
+    return load_config(beside)
+
+
+def network_for(checkpoint: str | os.PathLike[str], config: Config) -> nn.Cell:
+    """ResNet50 as ``config`` describes it, the checkpoint loaded strictly, in evaluation mode."""
+    net = resnet50(num_classes=config.num_classes, stem=config.stem)
+    load_strict(net, checkpoint)
+    net.set_train(False)
+    return net
+
+
+def export_graph(net: nn.Cell, path: str | os.PathLike[str], batch_size: int, image_size: int,
+                 **kwargs: Any) -> Path:
+    """``mindspore.export`` of ``net`` for (batch, 3, size, size) float32 inputs to ``path``.
+
+    The format follows the suffix (``.mindir`` or ``.onnx``); ``kwargs`` go to
+    ``mindspore.export`` (``enc_key``, ``dataset``...). MindSpore writes the file
+    read-only; an existing file of that name is replaced.
+    """
+    path = Path(path)
+    formats = {suffix: name for name, suffix in FORMATS.items()}
+    if path.suffix not in formats:
+        raise ExportError(f"{path}: the suffix must be one of {', '.join(formats)}")
+    if batch_size < 1 or image_size < 1:
+        raise ExportError(f"batch_size and image_size must be >= 1, got {batch_size}, {image_size}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(0o600)
+        path.unlink()
+    example = ms.Tensor(np.zeros((batch_size, 3, image_size, image_size), np.float32))
+    ms.export(net, example, file_name=str(path.with_suffix("")), file_format=formats[path.suffix],
+              **kwargs)
+    if not path.is_file():
+        raise ExportError(f"mindspore.export did not write {path}")
+    return path
+
+
+def operator_counts(onnx_path: str | os.PathLike[str]) -> dict[str, int]:
+    """How many nodes of each operator type the ONNX graph has, most frequent first."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    return dict(Counter(node.op_type for node in model.graph.node).most_common())
+
+
+def make_batch_dynamic(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Path:
+    """A copy of the ONNX graph whose first input and output dimension is a symbol."""
+    import onnx
+
+    model = onnx.load(str(src))
+    fixed_reshapes = [n.name for n in model.graph.node if n.op_type == "Reshape"]
+    if fixed_reshapes:
+        raise ExportError(f"{src}: Reshape nodes may store the batch size ({fixed_reshapes[:3]}); "
+                          "export the graph for the batch you serve instead")
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_param = BATCH_SYMBOL
+    onnx.checker.check_model(model)
+    onnx.save(model, str(dst))
+    return Path(dst)
+
+
+class _Calibration:
+    """onnxruntime's CalibrationDataReader protocol over a stream of input batches."""
+
+    def __init__(self, input_name: str, batches: Iterable[np.ndarray]) -> None:
+        self.input_name = input_name
+        self.batches: Iterator[np.ndarray] = iter(batches)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        batch = next(self.batches, None)
+        return None if batch is None else {self.input_name: batch}
+
+
+def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
+                  calibration: Iterable[np.ndarray], per_channel: bool = True) -> Path:
+    """Static INT8 quantization (QDQ) of an fp32 ONNX graph, calibrated on ``calibration``."""
+    import tempfile
+
+    import onnx
+    from onnx import version_converter
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = onnx.load(str(src))
+        input_name = model.graph.input[0].name
+        upgraded = Path(tmp) / "opset13.onnx"
+        onnx.save(version_converter.convert_version(model, ONNX_QDQ_OPSET), str(upgraded))
+        prepared = Path(tmp) / "prepared.onnx"
+        quant_pre_process(str(upgraded), str(prepared))
+        quantize_static(str(prepared), str(dst), _Calibration(input_name, calibration),
+                        quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                        weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8)
+    return Path(dst)
+
+
+def calibration_batches(data_dir: str | os.PathLike[str], images: int, batch_size: int,
+                        image_size: int) -> list[np.ndarray]:
+    """The first ``images`` training images through the evaluation transforms, batched."""
+    from msresnet.training.factories import dataset_folder
+    from msresnet.data.pipeline import create_dataset
+
+    dataset = create_dataset(dataset_folder(data_dir), "train", batch_size, training=False,
+                             image_size=image_size, num_samples=images, shuffle=False)
+    return [image.asnumpy() for image, _ in dataset.create_tuple_iterator(num_epochs=1)]
+
+
+def write_samples(data_dir: str | os.PathLike[str], out: str | os.PathLike[str],
+                  per_class: int = 1) -> list[dict[str, Any]]:
+    """The first ``per_class`` test images of every class as PNGs, and ``samples.json``."""
+    from PIL import Image
+
+    from msresnet.data.cifar10 import CLASSES, read_records
+    from msresnet.training.factories import dataset_folder
+
+    images, labels = read_records(dataset_folder(data_dir) / "test_batch.bin")
+    folder = Path(out) / "samples"
+    folder.mkdir(parents=True, exist_ok=True)
+    samples = []
+    for label, name in enumerate(CLASSES):
+        for record in np.flatnonzero(labels == label)[:per_class]:
+            file = folder / f"{name}-{int(record)}.png"
+            Image.fromarray(images[record]).save(file, optimize=True)
+            samples.append({"file": f"samples/{file.name}", "label": name,
+                            "test_batch_record": int(record)})
+    write_json(Path(out) / "samples.json", samples)
+    return samples
+
+
+def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                       data_dir: str | None = None, calibration_images: int = 512,
+                       config: str | None = None, command: str = "") -> dict[str, Any]:
+    """The in-browser page's model: INT8 ONNX with a symbolic batch, and its provenance."""
+    import tempfile
+
+    checkpoint = Path(checkpoint)
+    run = run_config(checkpoint, config)
+    net = network_for(checkpoint, run)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    batch = 32
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = export_graph(net, Path(tmp) / "model.onnx", batch, run.image_size)
+        dynamic = make_batch_dynamic(fp32, Path(tmp) / "dynamic.onnx")
+        calibration = calibration_batches(data_dir or run.data_dir, calibration_images, batch,
+                                          run.image_size)
+        model = quantize_int8(dynamic, out / "model.int8.onnx", calibration)
+    best_json = checkpoint.parent / BEST_JSON
+    best = json.loads(best_json.read_text()) if best_json.is_file() else {}
+    if isinstance(best.get("evaluated_on"), dict):  # the folder is this machine's own
+        best["evaluated_on"] = {k: v for k, v in best["evaluated_on"].items() if k != "folder"}
+    # A run that chose on held-out images scored its choice on the test set once:
+    # that score, not the validation one, is what the page quotes.
+    tested = read_test(checkpoint.parent)
+    test = None
+    if tested is not None and checkpoint.name == BEST_CKPT:
+        test = {"top1": tested["chosen"]["top1"], "top5": tested["chosen"]["top5"],
+                "images": tested["evaluated_on"]["images"],
+                "sha256": tested["evaluated_on"]["sha256"]}
+    record = {
+        "model": model.name,
+        "bytes": model.stat().st_size,
+        "sha256": sha256(model),
+        "checkpoint": checkpoint.name,
+        "checkpoint_sha256": sha256(checkpoint),
+        "run": {"stem": run.stem, "image_size": run.image_size, "epoch_size": run.epoch_size,
+                "batch_size": run.batch_size, "lr_schedule": run.lr_schedule,
+                "lr_max": run.lr_max},
+        "best": {key: best[key] for key in ("source", "epoch", "top1", "top5", "selected_by",
+                                            "evaluated_on") if key in best},
+        "test": test,
+        "quantization": {"format": "QDQ", "weights": "int8 per channel",
+                         "activations": "uint8 per tensor",
+                         "calibration_images": calibration_images},
+        "input": {"name": "x", "shape": [BATCH_SYMBOL, 3, run.image_size, run.image_size]},
+        "command": command,
+    }
+    write_json(out / "model.json", record)
+    write_samples(data_dir or run.data_dir, out)
+    return record
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import shlex
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="msresnet export",
+        description="Export a checkpoint to MINDIR and ONNX, or (--browser) to the INT8 ONNX "
+                    "model and model.json the book's in-browser page serves.")
+    parser.add_argument("checkpoint", help="a .ckpt in a run folder (its config.yaml names "
+                                           "the network)")
+    parser.add_argument("--out", required=True, help="folder to write into")
+    parser.add_argument("--config", default=None, help="profile or YAML instead of the run's "
+                                                       "config.yaml")
+    parser.add_argument("--batch", type=int, default=1, help="batch size the graphs are "
+                                                             "exported for")
+    parser.add_argument("--browser", action="store_true",
+                        help="write model.int8.onnx (symbolic batch, INT8) and model.json")
+    parser.add_argument("--data_dir", default=None,
+                        help="folder holding cifar-10-batches-bin, for INT8 calibration "
+                             "(default: the run's)")
+    parser.add_argument("--calibration-images", type=int, default=512)
+    args = parser.parse_args(argv)
+    if args.browser:
+        command = shlex.join(["msresnet", "export", *argv])
+        record = export_for_browser(args.checkpoint, args.out, data_dir=args.data_dir,
+                                    calibration_images=args.calibration_images,
+                                    config=args.config, command=command)
+        print(f"wrote {Path(args.out) / record['model']} ({record['bytes']:,} bytes) and "
+              f"{Path(args.out) / 'model.json'}")
+        return 0
+    config = run_config(args.checkpoint, args.config)
+    net = network_for(args.checkpoint, config)
+    for suffix in FORMATS.values():
+        path = export_graph(net, Path(args.out) / f"resnet50{suffix}", args.batch,
+                            config.image_size)
+        print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    return 0

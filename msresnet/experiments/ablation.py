@@ -1,0 +1,270 @@
+"""The budget ablation: one short, recorded run per trick, against the ``cpu`` recipe.
+
+Each row of :data:`ROWS` changes one thing in the ``cpu`` profile and trains the
+*short* version of it (:data:`SHORT`: 3 epochs of 4,800 of the 45,000 training
+images, the same one-epoch warmup and linear decay to zero, about 5 minutes on
+2 cores), validated once at the end on the 5,000 held-out images; the test set
+(its first 5,000 images) scores the same last checkpoint. Two rows train
+nothing: they score the ``recipe`` run's checkpoint differently (flip test-time
+augmentation, :mod:`msresnet.model.tta`; the weight average the run kept,
+:mod:`msresnet.training.ema`). The ``seed-2`` and ``seed-3`` rows are the noise floor:
+the same recipe with other seeds (weights, shuffles and the held-out images all
+change), so a difference smaller than the spread of the three seeds is not
+evidence of anything.
+
+Why short runs? Twelve 30-minute runs do not fit a working day on this machine;
+what a trick does in 3 short epochs is a hint for the 3 full ones, not proof,
+and the chapter says so beside the table.
+
+Commands (from the repository root)::
+
+    msresnet ablation run            # train and record every missing row
+    msresnet ablation run nesterov   # one row
+    msresnet ablation table          # the table, from the records
+
+A row's run goes to ``runs/ablation/<row>`` (checkpoints, not committed) and its
+record to ``results/budget/ablation/<row>/`` (``row.json`` with the command,
+scores and speed; ``history.json``, ``config.yaml`` and ``train.log`` of the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from msresnet.atomic import write_json
+from msresnet.paths import REPO_ROOT
+
+log = logging.getLogger("msresnet.experiments.ablation")
+
+PROFILE = "cpu"
+SHORT: dict[str, Any] = {"epoch_size": 3, "train_samples": 4800, "valid_frequency": 3,
+                         "eval_samples": 5000, "keep_checkpoint_max": 1, "nesterov": False}
+"""What makes a row short: 3 epochs of 4,800 images, one validation at the end. The
+rows compare against the recipe as it was when they ran, with plain momentum
+(``nesterov`` false); the ``nesterov`` row's result is why the profile now has it."""
+
+RUNS = Path("runs/ablation")
+RECORDS = REPO_ROOT / "results" / "budget" / "ablation"
+ROW_JSON = "row.json"
+COPIED = ("history.json", "config.yaml", "train.log", "test.json")
+EMA_DECAY = 0.99  # ~100-step average: a third of the short run's 225 steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One line of the ablation: what changes and how it is scored.
+
+    ``overrides``: Config keys set on top of the recipe (and :data:`SHORT`).
+    ``scores``: ``"last"`` (the run's last checkpoint, as trained), ``"flip"``
+    (the same with flip TTA) or ``"ema"`` (its weight average); the last two
+    score the run of row ``run_of`` and train nothing.
+    """
+
+    name: str
+    change: str
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    scores: str = "last"
+    run_of: str | None = None
+
+    @property
+    def trains(self) -> bool:
+        return self.run_of is None
+
+    @property
+    def run_name(self) -> str:
+        return self.run_of or self.name
+
+
+ROWS: tuple[Row, ...] = (
+    Row("recipe", "the cpu recipe with plain momentum, short (batch 64, peak 0.1, warmup 1 epoch, "
+        "label smoothing 0.1)", {"ema_decay": EMA_DECAY}),
+    Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)", {"seed": 2}),
+    Row("seed-3", "seed 3 (noise floor, a third draw)", {"seed": 3}),
+    Row("flip-tta", "flip test-time augmentation (scores the recipe run)", scores="flip",
+        run_of="recipe"),
+    Row("ema", f"weight average, decay {EMA_DECAY} per step (scores the recipe run)",
+        scores="ema", run_of="recipe"),
+    Row("nesterov", "Nesterov momentum (msresnet.model.nesterov on the CPU)", {"nesterov": True}),
+    Row("bn-momentum-0.97", "BatchNorm momentum 0.97 (PyTorch 0.03) instead of 0.9",
+        {"bn_momentum": 0.97}),
+    Row("no-label-smoothing", "label smoothing 0 instead of 0.1", {"label_smoothing": 0.0}),
+    Row("no-warmup", "no warmup: linear decay from 0.1 at the first step",
+        {"warmup_epochs": 0}),
+    Row("lr-0.05", "peak learning rate 0.05", {"lr_max": 0.05}),
+    Row("lr-0.2", "peak learning rate 0.2", {"lr_max": 0.2}),
+    Row("batch-128", "batch 128 with peak 0.2 (batch and rate scaled together)",
+        {"batch_size": 128, "lr_max": 0.2}),
+)
+BY_NAME = {row.name: row for row in ROWS}
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def train_command(row: Row, runs: Path = RUNS) -> list[str]:
+    """The ``msresnet train`` command line that trains ``row``'s run in ``runs``."""
+    source = BY_NAME[row.run_name]
+    args = ["msresnet", "train", PROFILE, "--output", str(runs / source.name)]
+    for key, value in {**SHORT, **source.overrides}.items():
+        args += [f"--{key}", _value(value)]
+    return args + ["--no-progress"]
+
+
+def score_command(row: Row) -> list[str] | None:
+    """The command that scores an evaluation-only row (None for a training row)."""
+    if row.trains:
+        return None
+    return ["msresnet", "ablation", "run", row.name]
+
+
+def _evaluate(row: Row, run_dir: Path) -> dict[str, Any]:
+    """Scores of an evaluation-only row on the held-out images and the test images."""
+    from msresnet.training.checkpoints import list_checkpoints
+    from msresnet.training.ema import EMA_PREFIX
+    from msresnet.training.sweep import CheckpointEvaluator
+
+    prefix = EMA_PREFIX if row.scores == "ema" else None
+    files = list_checkpoints(run_dir, prefix) if prefix else list_checkpoints(run_dir)
+    if not files:
+        raise FileNotFoundError(f"{run_dir}: no {'ema-' if prefix else ''}checkpoint to score "
+                                f"for row {row.name!r}; train row {row.run_name!r} first")
+    flip = row.scores == "flip"
+    scores: dict[str, Any] = {"checkpoint": files[-1].name}
+    for split in ("valid", "test"):
+        evaluator = CheckpointEvaluator.for_run(run_dir, split=split,
+                                                eval_samples=SHORT["eval_samples"], flip=flip)
+        record = evaluator.evaluate(files[-1].path)
+        scores[split] = {"top1": round(record.top1, 6), "top5": round(record.top5, 6),
+                         "loss": round(record.loss, 6), "seconds": round(record.seconds, 3)}
+    return scores
+
+
+def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, Any]:
+    """Score ``row`` from its run folder and write ``<records>/<row>/row.json`` (+ run files)."""
+    from msresnet.training.callbacks import read_history
+    from msresnet.training.final_test import read_test
+
+    run_dir = runs / row.run_name
+    history = read_history(run_dir)
+    if not history:
+        raise FileNotFoundError(f"{run_dir}: no history.json records: did the run start?")
+    last = history[-1]
+    record: dict[str, Any] = {
+        "row": row.name, "change": row.change, "scores": row.scores,
+        "run": row.run_name, "overrides": dict(BY_NAME[row.run_name].overrides),
+        "short": dict(SHORT), "command": shlex.join(train_command(row)),
+        "score_command": shlex.join(score_command(row)) if score_command(row) else None,
+        "train_seconds": round(sum(r["train_seconds"] for r in history), 1),
+        "images_per_second": last.get("images_per_second"),
+        "train_loss": last["train_loss"],
+    }
+    if row.trains:
+        test = read_test(run_dir)
+        if test is None:
+            raise FileNotFoundError(f"{run_dir}: no test.json: did the run finish?")
+        record["valid"] = {"top1": last["val_top1"], "top5": last["val_top5"],
+                           "loss": last["val_loss"]}
+        record["test"] = {k: test["last"][k] for k in ("top1", "top5", "loss")}
+        record["checkpoint"] = test["last"].get("file")
+    else:
+        record.update(_evaluate(row, run_dir))
+    folder = records / row.name
+    folder.mkdir(parents=True, exist_ok=True)
+    if row.trains:
+        for name in COPIED:
+            if (run_dir / name).is_file():
+                shutil.copyfile(run_dir / name, folder / name)
+    write_json(folder / ROW_JSON, record)
+    log.info("recorded %s: valid top-1 %.4f, test top-1 %.4f", row.name,
+             record["valid"]["top1"], record["test"]["top1"])
+    return record
+
+
+def run_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, Any]:
+    """Train the row's run when it has no ``test.json`` yet, then record the row."""
+    run_dir = runs / row.run_name
+    if not (run_dir / "test.json").is_file():
+        command = train_command(row, runs)
+        log.info("training %s: %s", row.run_name, shlex.join(command))
+        subprocess.run([sys.executable, "-m", *command], check=True)
+    return record_row(row, runs, records)
+
+
+def read_rows(records: Path = RECORDS) -> list[dict[str, Any]]:
+    """The recorded rows, in :data:`ROWS` order (rows not recorded yet are left out)."""
+    rows = []
+    for row in ROWS:
+        path = records / row.name / ROW_JSON
+        if path.is_file():
+            rows.append(json.loads(path.read_text(encoding="utf-8")))
+    return rows
+
+
+SEED_ROWS = ("recipe", "seed-2", "seed-3")
+"""The same recipe with three seeds: their spread is the noise floor."""
+
+
+def noise_floor(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """Range (max - min) of validation top-1 over the seed rows; None if fewer than two."""
+    seeds = [r["valid"]["top1"] for r in rows if r["row"] in SEED_ROWS]
+    return max(seeds) - min(seeds) if len(seeds) >= 2 else None
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Rows of the ablation table: change, validation and test top-1, difference from the recipe.
+
+    No speed column: the rows were trained while other work shared the CPU, so their
+    images/s (kept in ``row.json``) are not comparable; speed is measured apart
+    (``msresnet bench``, ``results/budget/throughput.json``).
+    """
+    base = next((r for r in rows if r["row"] == "recipe"), None)
+    out = [["row", "change", "valid top-1 %", "vs recipe", "test top-1 %"]]
+    for r in rows:
+        valid, test = 100 * r["valid"]["top1"], 100 * r["test"]["top1"]
+        delta = "" if base is None or r is base else \
+            f"{valid - 100 * base['valid']['top1']:+.1f}"
+        out.append([r["row"], r["change"], f"{valid:.1f}", delta, f"{test:.1f}"])
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="msresnet ablation",
+                                     description="Short recorded runs, one per budget trick.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    run = sub.add_parser("run", help="train (if needed) and record rows")
+    run.add_argument("rows", nargs="*", help=f"rows (default all): {', '.join(BY_NAME)}")
+    run.add_argument("--runs", type=Path, default=RUNS, help="run folders (default runs/ablation)")
+    run.add_argument("--records", type=Path, default=RECORDS,
+                     help="record folders (default results/budget/ablation)")
+    shown = sub.add_parser("table", help="print the table from the records")
+    shown.add_argument("--records", type=Path, default=RECORDS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from msresnet.training.sweep import format_table
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.action == "table":
+        print(format_table(table(read_rows(args.records))))
+        return 0
+    unknown = [name for name in args.rows if name not in BY_NAME]
+    if unknown:
+        raise SystemExit(f"unknown row {unknown[0]!r}; rows: {', '.join(BY_NAME)}")
+    for name in args.rows or list(BY_NAME):
+        run_row(BY_NAME[name], args.runs, args.records)
+    return 0

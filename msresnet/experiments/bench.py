@@ -1,0 +1,298 @@
+"""Measure a ResNet50 training step on this CPU, with and without the oneDNN ISA cap.
+
+``msresnet bench`` times the step that training runs (forward, loss,
+backward, Momentum update with the weight-decay groups of
+:func:`msresnet.model.resnet.param_groups`, i.e. what ``Model.fit`` builds: a
+``TrainOneStepCell`` around a ``WithLossCell``) on synthetic data, for every
+combination of execution mode (``graph``/``pynative``) and ``ONEDNN_MAX_CPU_ISA``
+value. oneDNN reads that variable once, when MindSpore runs its first operator,
+so each combination runs in a fresh subprocess (``--worker``), which sets or
+removes the variable before MindSpore is imported. ISA values:
+
+* ``default``: the variable is removed, i.e. oneDNN's own choice (AVX-512 here);
+* ``AVX2``, ``AVX512_CORE``, ``ALL``, ...: passed to oneDNN as they are
+  (``ALL`` means "no cap" and should time like ``default``).
+
+Example::
+
+    msresnet bench --batch-size 32 --image-size 32 --modes graph,pynative \\
+        --isa AVX2,default --steps 5 --warmup 2 --json runs/bench.json
+
+Re-run it when MindSpore or the machine changes: the AVX2 cap is a measured
+choice (see :mod:`msresnet.cpu_speed`), not a law.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from msresnet.atomic import write_json
+from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
+
+MODES = ("graph", "pynative")
+DEFAULT_ISA = "default"
+RESULT_MARKER = "MSRESNET_BENCH_RESULT "
+
+
+@dataclass
+class BenchSettings:
+    """What one benchmark run measures (shared by every mode/ISA combination)."""
+
+    batch_size: int = 32
+    image_size: int = 32
+    stem: str = "imagenet"
+    num_classes: int = 10
+    steps: int = 5
+    warmup: int = 2
+    device_target: str = "CPU"
+    seed: int = 1
+    threads: int | None = None    # CPU kernel threads (op_tuning.threads_num); None: MindSpore's
+    jit_level: str | None = None  # graph compile level O0/O1/O2 (jit_config); None: default
+
+
+@dataclass
+class BenchResult:
+    """Timing of one mode/ISA combination; times are wall-clock seconds."""
+
+    mode: str
+    isa: str
+    isa_env: str | None          # the variable as the worker saw it (None: unset)
+    ms_per_step: float           # median of the timed steps
+    images_per_s: float          # batch_size / median step time
+    first_step_s: float          # includes graph compilation in graph mode
+    step_times_s: list[float] = field(default_factory=list)
+    final_loss: float = float("nan")
+
+
+def load_average() -> list[float] | None:
+    """1/5/15-minute load averages: other work on the CPU slows every number here."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker side: runs in the fresh process, after the ISA variable is settled.
+
+def make_train_step(net, weight_decay: float = 1e-4, learning_rate: float = 0.01,
+                    momentum: float = 0.9):
+    """The training step ``Model.fit`` runs for us: loss, gradients, Momentum update."""
+    from mindspore import nn
+
+    from msresnet.model.losses import SparseCrossEntropy
+    from msresnet.model.resnet import param_groups
+
+    loss_fn = SparseCrossEntropy()
+    optimizer = nn.Momentum(param_groups(net, weight_decay), learning_rate=learning_rate,
+                            momentum=momentum)
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), optimizer)
+    step.set_train()
+    return step
+
+
+def synthetic_batch(batch_size: int, image_size: int, num_classes: int = 10, seed: int = 0):
+    """Normalised-looking random images (N, 3, H, W) float32 and int32 labels, as MindSpore tensors."""
+    import numpy as np
+    import mindspore
+
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
+    labels = rng.integers(0, num_classes, size=batch_size).astype(np.int32)
+    return mindspore.Tensor(images), mindspore.Tensor(labels)
+
+
+def time_steps(step, images, labels, steps: int, warmup: int) -> tuple[float, list[float], float]:
+    """Run ``warmup`` + ``steps`` training steps; return (first step s, timed step s, last loss).
+
+    ``asnumpy()`` on the loss waits for the step to finish, so each time covers
+    the whole forward and backward pass and the update.
+    """
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"need steps >= 1 and warmup >= 0; got steps={steps}, warmup={warmup}")
+    times: list[float] = []
+    loss = float("nan")
+    for _ in range(warmup + steps):
+        start = time.perf_counter()
+        loss = float(step(images, labels).asnumpy())
+        times.append(time.perf_counter() - start)
+    return times[0], times[warmup:], loss
+
+
+def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
+    """Time one mode/ISA combination in THIS process (the ISA must be set before MindSpore loads)."""
+    if "mindspore" in sys.modules:
+        raise RuntimeError(f"{ISA_VARIABLE} cannot take effect: mindspore was imported before the "
+                           "benchmark worker started; run it through `msresnet bench`")
+    if isa == DEFAULT_ISA:
+        os.environ.pop(ISA_VARIABLE, None)
+    else:
+        os.environ[ISA_VARIABLE] = isa
+    isa_env = os.environ.get(ISA_VARIABLE)
+
+    import mindspore
+
+    from msresnet.model.resnet import resnet50
+
+    mode_value = {"graph": mindspore.GRAPH_MODE, "pynative": mindspore.PYNATIVE_MODE}[mode]
+    mindspore.set_device(settings.device_target)
+    mindspore.set_context(mode=mode_value)
+    if settings.threads is not None:
+        mindspore.device_context.cpu.op_tuning.threads_num(settings.threads)
+    if settings.jit_level is not None:
+        mindspore.set_context(jit_config={"jit_level": settings.jit_level})
+    mindspore.set_seed(settings.seed)
+    net = resnet50(num_classes=settings.num_classes, stem=settings.stem)
+    step = make_train_step(net)
+    images, labels = synthetic_batch(settings.batch_size, settings.image_size,
+                                     settings.num_classes, settings.seed)
+    first, timed, loss = time_steps(step, images, labels, settings.steps, settings.warmup)
+    median = statistics.median(timed)
+    return BenchResult(mode=mode, isa=isa, isa_env=isa_env, ms_per_step=1000.0 * median,
+                       images_per_s=settings.batch_size / median, first_step_s=first,
+                       step_times_s=timed, final_loss=loss)
+
+
+# ----------------------------------------------------------------------------------------------
+# Parent side: one subprocess per combination.
+
+def _worker_command(settings: BenchSettings, mode: str, isa: str) -> list[str]:
+    command = [sys.executable, "-m", "msresnet", "bench", "--worker",
+            "--batch-size", str(settings.batch_size), "--image-size", str(settings.image_size),
+            "--stem", settings.stem, "--num-classes", str(settings.num_classes),
+            "--steps", str(settings.steps), "--warmup", str(settings.warmup),
+            "--device-target", settings.device_target, "--seed", str(settings.seed),
+            "--modes", mode, "--isa", isa]
+    if settings.threads is not None:
+        command += ["--threads", str(settings.threads)]
+    if settings.jit_level is not None:
+        command += ["--jit-level", settings.jit_level]
+    return command
+
+
+def run_one(settings: BenchSettings, mode: str, isa: str, timeout: float | None = 1800) -> BenchResult:
+    """Time one mode/ISA combination in a fresh Python process and return its result."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
+    completed = subprocess.run(_worker_command(settings, mode, isa), capture_output=True,
+                               text=True, timeout=timeout, env=dict(os.environ))
+    for line in completed.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            return BenchResult(**json.loads(line[len(RESULT_MARKER):]))
+    tail = "\n".join((completed.stderr or completed.stdout).splitlines()[-15:])
+    raise RuntimeError(f"benchmark worker (mode={mode}, isa={isa}) exited with code "
+                       f"{completed.returncode} and no result:\n{tail}")
+
+
+def run_benchmark(settings: BenchSettings, modes: list[str], isas: list[str],
+                  timeout: float | None = 1800, progress: bool = False) -> dict:
+    """Time every mode x ISA combination, one fresh process each; return a JSON-ready dict."""
+    machine = {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+               "python": platform.python_version(), "mindspore": _version("mindspore"),
+               "load_average_before": load_average()}
+    results = []
+    for mode in modes:
+        for isa in isas:
+            if progress:
+                print(f"  timing mode={mode} isa={isa} ...", file=sys.stderr, flush=True)
+            results.append(asdict(run_one(settings, mode, isa, timeout)))
+    machine["load_average_after"] = load_average()
+    return {"settings": asdict(settings), "machine": machine, "results": results}
+
+
+def format_table(report: dict) -> str:
+    """A plain-text table of the results, with each row's speed-up over the slowest row."""
+    rows = report["results"]
+    slowest = max(r["ms_per_step"] for r in rows)
+    s = report["settings"]
+    header = (f"ResNet50 training step, batch {s['batch_size']}, {s['image_size']}x{s['image_size']}, "
+              f"stem {s['stem']}, {s['steps']} timed steps after {s['warmup']} warm-up, "
+              f"threads {s.get('threads') or 'default'}, jit level {s.get('jit_level') or 'default'}")
+    lines = [header,
+             f"{'mode':<9} {'ONEDNN_MAX_CPU_ISA':<19} {'ms/step':>9} {'images/s':>9} "
+             f"{'first step s':>12} {'speed-up':>8}"]
+    for r in rows:
+        isa = r["isa"] if r["isa_env"] is not None else f"{r['isa']} (unset)"
+        lines.append(f"{r['mode']:<9} {isa:<19} {r['ms_per_step']:>9.1f} {r['images_per_s']:>9.1f} "
+                     f"{r['first_step_s']:>12.2f} {slowest / r['ms_per_step']:>7.1f}x")
+    m = report["machine"]
+    lines.append(f"CPU: {m['cpu']} ({m['cpu_count']} cores), MindSpore {m['mindspore']}, "
+                 f"load average before/after: {m['load_average_before']} / {m['load_average_after']}")
+    return "\n".join(lines)
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msresnet bench",
+        description="Time a ResNet50 training step per execution mode and ONEDNN_MAX_CPU_ISA "
+                    "value, each in a fresh process.")
+    parser.add_argument("--batch-size", type=int, default=32, help="images per step (default 32)")
+    parser.add_argument("--image-size", type=int, default=32, help="input height and width (default 32)")
+    parser.add_argument("--stem", default="imagenet", help="imagenet or cifar (default imagenet)")
+    parser.add_argument("--num-classes", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="untimed steps first; graph mode compiles in the first (default 2)")
+    parser.add_argument("--modes", default="graph,pynative", help="comma-separated: graph,pynative")
+    parser.add_argument("--isa", default=f"AVX2,{DEFAULT_ISA}",
+                        help=f"comma-separated {ISA_VARIABLE} values; '{DEFAULT_ISA}' removes the "
+                             "variable, ALL means no cap (default AVX2,default)")
+    parser.add_argument("--device-target", default="CPU")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU kernel threads (mindspore.device_context.cpu.op_tuning."
+                             "threads_num); default: MindSpore's own choice")
+    parser.add_argument("--jit-level", default=None, choices=("O0", "O1", "O2"),
+                        help="graph compile level (set_context(jit_config=...)); default: "
+                             "MindSpore's")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per combination")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = BenchSettings(batch_size=args.batch_size, image_size=args.image_size, stem=args.stem,
+                             num_classes=args.num_classes, steps=args.steps, warmup=args.warmup,
+                             device_target=args.device_target, seed=args.seed,
+                             threads=args.threads, jit_level=args.jit_level)
+    modes, isas = _csv(args.modes), _csv(args.isa)
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise SystemExit(f"--modes: expected a comma-separated subset of {','.join(MODES)}; "
+                         f"got {args.modes!r}")
+    if not isas:
+        raise SystemExit(f"--isa: expected at least one value; got {args.isa!r}")
+    if args.worker:
+        result = run_worker(settings, modes[0], isas[0])
+        print(RESULT_MARKER + json.dumps(asdict(result)), flush=True)
+        return 0
+    report = run_benchmark(settings, modes, isas, timeout=args.timeout, progress=True)
+    print(format_table(report))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        write_json(args.json, report)
+        print(f"wrote {args.json}")
+    return 0

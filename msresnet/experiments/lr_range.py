@@ -1,0 +1,177 @@
+"""A learning-rate range test: how high can the peak learning rate go?
+
+Leslie Smith's test (*Cyclical Learning Rates for Training Neural Networks*, 2017,
+section 3.3; popularised by fastai's ``lr_find``): train from the run's initial
+weights for a few hundred steps while the learning rate grows exponentially from
+``lr_min`` to ``lr_max``, and record the loss of every step. The loss first barely
+moves (the rate is too small to matter), then falls, then turns and explodes.
+A budgeted schedule's peak belongs in the falling part, below the turn: the
+rate at the smoothed loss's minimum is the point where training stops improving
+within one step, so a whole run at that rate would diverge; a common choice is
+a few times below it.
+
+It runs the step training runs (the config's network, loss, Momentum with the
+weight-decay groups and batch size), on the config's training pipeline (its
+augmentation, held-out split and seed), so its answer is about that recipe::
+
+    msresnet lr-range cpu --steps 200 --json results/budget/lr_range.json
+
+The result records every step (rate, loss, smoothed loss), the rate at the
+smoothed minimum and at the steepest descent, and where the test stopped
+(``diverged``: the smoothed loss passed ``diverge`` times its minimum).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import mindspore.dataset as ds
+import numpy as np
+from mindspore.train import Callback, Model
+
+from msresnet.atomic import write_json
+from msresnet.training.callbacks import loss_value
+from msresnet.config import Config, load_config, parse_overrides
+from msresnet.training.factories import make_datasets, make_loss, make_network, make_optimizer, set_context
+
+log = logging.getLogger("msresnet.experiments.lr_range")
+
+SMOOTHING = 0.98
+"""Weight of the previous value in the loss's moving average (fastai's choice)."""
+
+
+def smooth(losses: Sequence[float], beta: float = SMOOTHING) -> list[float]:
+    """Bias-corrected exponential moving average: one value per step, no lag at the start."""
+    average, out = 0.0, []
+    for i, loss in enumerate(losses, start=1):
+        average = beta * average + (1 - beta) * loss
+        out.append(average / (1 - beta ** i))
+    return out
+
+
+class RangeTestError(ValueError):
+    """The range test cannot run as asked (the message names the value)."""
+
+
+def rates(lr_min: float, lr_max: float, steps: int) -> np.ndarray:
+    """``steps`` rates from ``lr_min`` to ``lr_max``, evenly spaced on a log scale."""
+    if not 0 < lr_min < lr_max:
+        raise RangeTestError(f"need 0 < lr_min < lr_max, got lr_min={lr_min!r}, lr_max={lr_max!r}")
+    if steps < 2:
+        raise RangeTestError(f"--steps must be at least 2, got {steps!r}")
+    return np.geomspace(lr_min, lr_max, steps).astype(np.float32)
+
+
+@dataclass
+class RangeResult:
+    """One range test: the rates tried, the losses seen and what they suggest."""
+
+    lr: list[float]
+    loss: list[float]
+    smoothed: list[float]
+    batch_size: int
+    seconds: float
+    diverged: bool
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def min_loss_lr(self) -> float:
+        """The rate at the smoothed loss's minimum (the turn; too high for a whole run)."""
+        return self.lr[int(np.argmin(self.smoothed))]
+
+    @property
+    def steepest_lr(self) -> float:
+        """The rate where the smoothed loss falls fastest per factor of rate, before the minimum."""
+        end = int(np.argmin(self.smoothed)) + 1
+        if end < 3:
+            return self.lr[0]
+        slope = np.gradient(np.asarray(self.smoothed[:end]), np.log(np.asarray(self.lr[:end])))
+        return self.lr[int(np.argmin(slope))]
+
+    def to_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record.update(min_loss_lr=self.min_loss_lr, steepest_lr=self.steepest_lr)
+        return record
+
+
+class _Recorder(Callback):
+    """Keep each step's loss; stop at ``steps`` or once the smoothed loss has exploded."""
+
+    def __init__(self, steps: int, diverge: float) -> None:
+        super().__init__()
+        self.steps, self.diverge = steps, diverge
+        self.losses: list[float] = []
+        self.diverged = False
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        loss = loss_value(run_context.original_args().net_outputs)
+        self.losses.append(loss)
+        smoothed = smooth(self.losses)
+        if not math.isfinite(loss) or smoothed[-1] > self.diverge * min(smoothed):
+            self.diverged = True
+        if self.diverged or len(self.losses) >= self.steps:
+            run_context.request_stop()
+
+
+def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, steps: int = 200,
+               diverge: float = 4.0) -> RangeResult:
+    """Run the test on ``config``'s training step and pipeline (no checkpoints, no validation)."""
+    lrs = rates(lr_min, lr_max, steps)
+    set_context(config)
+    train_ds, _ = make_datasets(config)
+    per_epoch = train_ds.get_dataset_size()
+    if per_epoch == 0:
+        raise RangeTestError(f"no full batch of {config.batch_size} in the training images")
+    net = make_network(config)
+    optimizer = make_optimizer(config, net, lrs)
+    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer)
+    recorder = _Recorder(steps, diverge)
+    started = time.perf_counter()
+    model.train(math.ceil(steps / per_epoch), train_ds, callbacks=[recorder],
+                dataset_sink_mode=False)
+    seen = len(recorder.losses)
+    return RangeResult(
+        lr=[float(x) for x in lrs[:seen]], loss=[round(x, 6) for x in recorder.losses],
+        smoothed=[round(x, 6) for x in smooth(recorder.losses)], batch_size=config.batch_size,
+        seconds=round(time.perf_counter() - started, 3), diverged=recorder.diverged,
+        settings={"profile": config.profile, "lr_min": lr_min, "lr_max": lr_max, "steps": steps,
+                  "diverge": diverge, "weight_decay": config.weight_decay,
+                  "momentum": config.momentum, "label_smoothing": config.label_smoothing,
+                  "valid_split": getattr(config, "valid_split", 0), "seed": config.seed})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="msresnet lr-range",
+        description="Learning-rate range test on a profile's training step "
+                    "(config overrides as --KEY VALUE after the options).")
+    parser.add_argument("profile", nargs="?", default="cpu", help="profile or YAML (default cpu)")
+    parser.add_argument("--lr-min", type=float, default=1e-3)
+    parser.add_argument("--lr-max", type=float, default=10.0)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--diverge", type=float, default=4.0,
+                        help="stop once the smoothed loss is this many times its minimum")
+    parser.add_argument("--json", default=None, help="write the result here")
+    args, rest = parser.parse_known_args(argv)
+    rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
+    config = load_config(args.profile, dict(parse_overrides(rest)))
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+    ds.config.set_seed(config.seed)
+    result = range_test(config, lr_min=args.lr_min, lr_max=args.lr_max, steps=args.steps,
+                        diverge=args.diverge)
+    summary = {"steps": len(result.lr), "diverged": result.diverged,
+               "min_loss_lr": result.min_loss_lr, "steepest_lr": result.steepest_lr,
+               "seconds": result.seconds}
+    if args.json:
+        write_json(args.json, result.to_dict())
+        summary["json"] = args.json
+    print(json.dumps(summary))
+    return 0

@@ -1,0 +1,387 @@
+"""A ModelArts training job: get the data, train, deliver the results.
+
+::
+
+    msresnet job --data_url obs://bucket/cifar10/ --train_url obs://bucket/runs/r1/ \\
+        [--config PROFILE_OR_YAML] [--cache_dir DIR] [--KEY VALUE ...]
+    python msresnet/jobs/job.py --data_url /local/input/ --train_url /local/output/   # boot file
+
+Two flows are accepted, told apart by what the URLs are:
+
+* **The older flow** (the blog post's, and the models repository's): ``--data_url``
+  and ``--train_url`` are ``obs://`` URLs and the job copies data in and results out
+  itself, below. ``s3://``, ``file://`` and paths work the same way off the platform.
+* **Today's flow** (ModelArts "input/output parameters"): the console downloads each
+  input to a local folder in the container before the boot file starts and passes
+  that *local path* as the parameter (``--data_url``, or an environment variable of
+  the same name when "obtain from: environment variable" is chosen), and it uploads
+  the local output folder it passes as ``--train_url`` to OBS itself. A local
+  ``--data_url`` is therefore read where it is (no copy), and a local
+  ``--train_url`` becomes the output folder (no upload).
+
+What the older flow does, as a ModelArts job does with MoXing (:mod:`msresnet.storage.staging`
+uses ``moxing.file`` when it can be imported, fsspec/s3fs otherwise):
+
+1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
+   ``cifar-10-batches-bin/``, or the archive itself) is copied to
+   ``<cache_dir>/input`` by one process per node (:func:`msresnet.storage.sync.sync_data`);
+2. :func:`msresnet.data.cifar10.prepare_dataset` extracts/validates it into ``<cache_dir>/data``;
+3. :func:`msresnet.training.train.train_and_evaluate` trains with ``output_dir = <cache_dir>/output``;
+4. rank 0 uploads that folder (checkpoints, ``best.ckpt``, history, ``train.log``,
+   ``job.log``, ``result.json``) to ``--train_url``.
+
+The job logs the platform's variables it sees (``MA_JOB_DIR``, ``VC_TASK_INDEX``,
+``MA_NUM_HOSTS``, ``MA_NUM_GPUS``, ``RANK_TABLE_FILE``, ...; :data:`PLATFORM_VARIABLES`).
+The platform adds arguments of its own (``--init_method``, ``--num_gpus``, ...):
+arguments that are Config fields become config overrides, anything else is
+ignored with a note in the log. ``cache_dir`` defaults to ``/cache`` (the node's
+local SSD on ModelArts) when it exists and is writable, else a folder in the
+system's temp folder. Credentials and endpoint come from the environment only
+(:data:`msresnet.storage.staging.ENVIRONMENT`), and only for the open path: with MoXing the
+platform's own authorisation is used. The log names the endpoint, never a key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the package's
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)  # parent, not its folder
+
+from msresnet.storage import staging
+from msresnet.storage.sync import sync_data
+
+log = logging.getLogger("msresnet.jobs.job")
+
+JOB_LOG = "job.log"
+# Config fields the job sets itself (they point into the cache folder).
+JOB_OWNED_FIELDS = ("data_dir", "output_dir", "data_url")
+EXIT_USAGE, EXIT_STAGING, EXIT_TRAINING = 2, 3, 1
+#: ModelArts variables the job reports when set (see chapter 6 for their sources).
+PLATFORM_VARIABLES = ("MA_JOB_DIR", "MA_MOUNT_PATH", "MA_LOG_DIR", "MA_NUM_HOSTS",
+                      "VC_TASK_INDEX", "VC_WORKER_NUM", "MA_NUM_GPUS", "RANK_TABLE_FILE",
+                      "RANK_SIZE", "RANK_ID", "ASCEND_DEVICE_ID", "DEVICE_ID")
+
+
+@dataclass
+class JobArguments:
+    """The parsed command line."""
+
+    data_url: str
+    train_url: str
+    config: str = "smoke"
+    cache_dir: Path | None = None
+    threads: int = 8
+    sync_timeout: float = 3600.0
+    progress: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)  # names of ignored arguments
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msresnet job", allow_abbrev=False,
+        description="Stage CIFAR-10 from object storage, train ResNet50, upload the "
+                    "results. Extra --KEY VALUE pairs that are config fields override "
+                    "the profile; other extra arguments are ignored.")
+    parser.add_argument("--data_url", default=None,
+                        help="dataset folder or archive: obs://, s3://, file:// or a local "
+                             "path (default: the environment variable data_url)")
+    parser.add_argument("--train_url", default=None,
+                        help="where outputs go: obs://, s3://, file:// or a local path "
+                             "(default: the environment variable train_url)")
+    parser.add_argument("--config", default="smoke",
+                        help="profile name (smoke, cpu, gpu, ascend) or YAML path")
+    parser.add_argument("--cache_dir", type=Path, default=None,
+                        help="local staging folder (default /cache if writable)")
+    parser.add_argument("--threads", type=int, default=8, help="parallel transfers")
+    parser.add_argument("--sync_timeout", type=float, default=3600.0,
+                        help="seconds the other processes of a node wait for the copy")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars (default: when stderr is a terminal)")
+    return parser
+
+
+def split_extra(extra: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split unknown arguments into Config overrides (as ``--key value`` tokens)
+    and the names of arguments to ignore. ``--key=value``, ``--key value`` and bare
+    flags (``--foo`` followed by another option) are understood."""
+    from msresnet.config import FIELDS
+
+    overrides: list[str] = []
+    ignored: list[str] = []
+    index = 0
+    while index < len(extra):
+        token = extra[index]
+        index += 1
+        if not token.startswith("--") or token == "--":
+            ignored.append(token if not token.startswith("-") else token.split("=")[0])
+            continue
+        name, has_value, value = token[2:].partition("=")
+        if not has_value:
+            if index < len(extra) and not extra[index].startswith("--"):
+                value, index = extra[index], index + 1
+            else:
+                value = None
+        key = name.replace("-", "_")
+        if key in FIELDS and key not in JOB_OWNED_FIELDS and value is not None:
+            overrides += [f"--{key}", value]
+        else:
+            ignored.append(f"--{name}")
+    return overrides, ignored
+
+
+def parse_arguments(argv: Sequence[str],
+                    environ: Mapping[str, str] | None = None) -> JobArguments:
+    """Parse the job's options; raises ``msresnet.config.ConfigError`` for a bad
+    override and ``SystemExit`` (argparse) for missing/invalid job options.
+
+    ``--data_url``/``--train_url`` fall back to the environment variables
+    ``data_url``/``train_url``: what ModelArts sets when an input or output
+    parameter is to be "obtained from an environment variable"."""
+    from msresnet.config import parse_overrides
+
+    env = os.environ if environ is None else environ
+    parser = _parser()
+    known, extra = parser.parse_known_args(list(argv))
+    for name in ("data_url", "train_url"):
+        if getattr(known, name) is None:
+            if not env.get(name):
+                parser.error(f"--{name} is required (or the environment variable {name})")
+            setattr(known, name, env[name])
+    override_tokens, ignored = split_extra(extra)
+    overrides = dict(parse_overrides(override_tokens, source="job arguments"))
+    progress = known.progress
+    if progress is None:
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return JobArguments(
+        data_url=known.data_url, train_url=known.train_url, config=known.config,
+        cache_dir=known.cache_dir, threads=known.threads, sync_timeout=known.sync_timeout,
+        progress=progress, overrides=overrides, ignored=ignored)
+
+
+def default_cache_dir(candidate: Path = Path("/cache")) -> Path:
+    """``/cache`` when it exists and is writable (ModelArts), else ``$TMPDIR/msresnet-cache``."""
+    if candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
+        return candidate
+    return Path(tempfile.gettempdir()) / "msresnet-cache"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Where this job reads and writes, decided from the two URLs (see the module
+    docstring): ``stage`` when ``data_url`` is remote, ``upload_url`` when
+    ``train_url`` is."""
+
+    cache: Path
+    data_source: str  # what is staged (remote) or read in place (local)
+    stage: bool
+    data_dir: Path  # where prepare_dataset() puts cifar-10-batches-bin
+    output_dir: Path
+    upload_url: str | None
+
+    @property
+    def flow(self) -> str:
+        if self.stage and self.upload_url:
+            return "older flow: the job copies data in and results out"
+        if not self.stage and not self.upload_url:
+            return "input/output parameters: the platform copies data in and results out"
+        return ("mixed: " + ("the job copies data in" if self.stage else
+                             "the platform copies data in") + ", " +
+                ("the job uploads results" if self.upload_url else
+                 "the platform uploads results"))
+
+
+def plan_job(args: JobArguments) -> JobPlan:
+    """Decide the flow: a remote URL is copied by the job, a local path is used."""
+    cache = (args.cache_dir or default_cache_dir()).resolve()
+    data, train = staging.parse_url(args.data_url), staging.parse_url(args.train_url)
+    output = cache / "output" if train.remote else Path(train.path)
+    return JobPlan(cache=cache, data_source=args.data_url if data.remote else data.path,
+                   stage=data.remote, data_dir=cache / "data", output_dir=output,
+                   upload_url=args.train_url if train.remote else None)
+
+
+def platform_note(environ: Mapping[str, str] | None = None) -> str:
+    """The ModelArts variables that are set, as ``NAME=value`` (none are secret)."""
+    env = os.environ if environ is None else environ
+    found = [f"{name}={env[name]}" for name in PLATFORM_VARIABLES if env.get(name)]
+    return ", ".join(found) if found else "none of " + "/".join(PLATFORM_VARIABLES[:5])
+
+
+def find_dataset_source(staged: Path) -> Path:
+    """What to hand :func:`msresnet.data.cifar10.prepare_dataset` in the staged input: the archive
+    itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
+    from msresnet.data.cifar10 import FOLDER_NAME, TRAIN_FILES
+
+    if staged.is_file():
+        return staged
+    if (staged / FOLDER_NAME).is_dir() or (staged / TRAIN_FILES[0]).is_file():
+        return staged
+    archives = sorted(p for p in staged.iterdir() if p.name.endswith((".tar.gz", ".tgz")))
+    if len(archives) == 1:
+        return archives[0]
+    found = ", ".join(sorted(p.name for p in staged.iterdir())) or "nothing"
+    raise staging.StagingError(
+        f"--data_url holds no CIFAR-10 data: expected {FOLDER_NAME}/, its .bin files or "
+        f"one .tar.gz archive, found {found}")
+
+
+def _setup_logging(log_file: Path | None) -> list[logging.Handler]:
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    root = logging.getLogger("msresnet")
+    root.setLevel(logging.INFO)
+    for handler in handlers:
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    return handlers
+
+
+def _environment_note() -> str:
+    if staging.backend() == "moxing":
+        return "MoXing (the platform's authorisation; no AK/SK needed)"
+    settings = staging.StoreSettings.from_env()
+    creds = "set" if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get(
+        "AWS_SECRET_ACCESS_KEY") else "missing"
+    return (f"endpoint {settings.endpoint or 'AWS default'}, region "
+            f"{settings.region or 'default'}, credentials {creds} (AWS_ACCESS_KEY_ID/"
+            "AWS_SECRET_ACCESS_KEY)")
+
+
+def run(args: JobArguments) -> dict[str, Any]:
+    """Stage, prepare, train, upload. Returns the summary printed by :func:`main`."""
+    from msresnet.data.cifar10 import prepare_dataset
+    from msresnet.config import load_config
+    from msresnet.training.distributed import rank_info
+    from msresnet.training.train import train_and_evaluate
+
+    plan = plan_job(args)
+    cache, data_dir, output_dir = plan.cache, plan.data_dir, plan.output_dir
+    overrides = {**args.overrides, "data_dir": str(data_dir), "output_dir": str(output_dir)}
+    config = load_config(args.config, overrides)  # config errors before any transfer
+    log.info("profile %s; cache folder %s", config.profile, cache)
+    log.info("flow: %s", plan.flow)
+    log.info("platform variables: %s", platform_note())
+    for name in args.ignored:
+        log.info("ignoring argument %s (not a job option or config field)", name)
+    if args.overrides:
+        log.info("config overrides from the command line: %s",
+                 ", ".join(f"{k}={v}" for k, v in args.overrides.items()))
+    if plan.stage or plan.upload_url:
+        log.info("object store: %s", _environment_note())
+
+    # 1. stage: one process per node copies, the others wait
+    if plan.stage:
+        input_dir = cache / "input"
+        if staging.is_directory(args.data_url):
+            staged = input_dir
+        else:
+            name = staging.parse_url(args.data_url).key.rstrip("/").rsplit("/", 1)[-1]
+            staged = input_dir / os.path.basename(name)
+        synced = sync_data(args.data_url, staged, timeout=args.sync_timeout,
+                           lock_dir=cache, threads=args.threads, progress=args.progress)
+        log.info("staged %s -> %s: %s", args.data_url, staged,
+                 "copied here" if synced.owner else f"copied by another process "
+                 f"(waited {synced.waited:.1f} s)")
+        if synced.owner:
+            rate = (synced.bytes or 0) / 1e6 / synced.seconds if synced.seconds else 0.0
+            log.info("staging: %s copied, %s skipped, %s bytes in %.1f s (%.1f MB/s)",
+                     synced.copied, synced.skipped, f"{synced.bytes:,}",
+                     synced.seconds or 0.0, rate)
+    else:
+        staged = Path(plan.data_source)
+        if not staged.exists():
+            raise staging.ObjectNotFoundError(
+                f"--data_url {plan.data_source} does not exist in this container", plan.data_source)
+        log.info("data is local (the platform downloaded it): %s", staged)
+
+    # 2. prepare (extract + validate; safe to call from every process)
+    source = find_dataset_source(staged)
+    folder = prepare_dataset(source, root=data_dir, md5=config.data_md5 if source.is_file() else None,
+                     progress=args.progress)
+    log.info("dataset ready: %s (%s)", folder.folder, folder.action)
+
+    # 3. train
+    result = train_and_evaluate(config, progress=args.progress)
+    best = result.best or {}
+    summary: dict[str, Any] = {
+        "train_url": args.train_url, "epochs": result.epochs, "steps": result.steps,
+        "final_loss": result.final_loss, "best_top1": best.get("top1")}
+
+    # 4. upload (rank 0 only: the other ranks wrote nothing); in today's flow the
+    #    platform uploads the local output folder itself
+    if plan.upload_url is None:
+        log.info("outputs left in %s for the platform to upload", output_dir)
+        summary["output_files"] = len(staging.file_sizes(output_dir))
+    elif rank_info().is_main:
+        log.info("uploading %s -> %s", output_dir, plan.upload_url)
+        uploaded = staging.copy_parallel(output_dir, plan.upload_url, threads=args.threads,
+                                         progress=args.progress)
+        log.info("uploaded: %s in %.1f s (%.1f MB/s)", uploaded.summary(), uploaded.seconds,
+                 uploaded.megabytes_per_second)
+        summary["uploaded_files"] = uploaded.files
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: exit 0, 2 (arguments/config), 3 (staging) or 1 (training)."""
+    from msresnet.data.cifar10 import DatasetError
+    from msresnet.config import ConfigError
+
+    prog = "msresnet job"
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse_arguments(argv)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        plan = plan_job(args)
+    except staging.StagingError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    handlers = _setup_logging(plan.output_dir / JOB_LOG)
+    try:
+        summary = run(args)
+        # the uploaded job.log ends before the upload; send the complete one too
+        handlers[-1].flush()
+        try:
+            from msresnet.training.distributed import rank_info
+
+            if plan.upload_url and rank_info().is_main:
+                staging.copy(plan.output_dir / JOB_LOG,
+                             plan.upload_url.rstrip("/") + "/" + JOB_LOG)
+        except staging.StagingError as error:
+            log.warning("could not upload the final %s: %s", JOB_LOG, error)
+    except (ConfigError, DatasetError) as error:  # wrong config or data: the reader fixes it
+        log.error("%s", error)
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except staging.StagingError as error:
+        log.error("staging failed: %s: %s", type(error).__name__, error)
+        print(f"{prog}: error: staging failed: {error}", file=sys.stderr)
+        return EXIT_STAGING
+    except Exception as error:  # noqa: BLE001 - one line in the log, details below
+        log.exception("training job failed: %s", error)
+        print(f"{prog}: error: training failed: {type(error).__name__}: {error}"
+              f" (the traceback is in {plan.output_dir / JOB_LOG})", file=sys.stderr)
+        return EXIT_TRAINING
+    finally:
+        for handler in handlers:
+            logging.getLogger("msresnet").removeHandler(handler)
+            handler.close()
+    print(json.dumps(summary))
+    return 0

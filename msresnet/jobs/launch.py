@@ -1,0 +1,516 @@
+"""Run the book's training data-parallel with ``msrun``, MindSpore's own launcher.
+
+``msrun`` starts one *scheduler* process and N *worker* processes, each running the
+same command (here ``msresnet train``) with ``MS_ROLE``, ``MS_WORKER_NUM``,
+``MS_SCHED_HOST``/``MS_SCHED_PORT`` and ``RANK_ID`` in its environment. In every
+process ``mindspore.communication.init()`` (called by the training function) registers
+with the scheduler; the scheduler hands out ranks, then the workers train, and each
+step's gradients are averaged across them (``ParallelMode.DATA_PARALLEL``,
+``gradients_mean=True``). This module only builds that command, prints it so it can
+be copied to a cluster, runs it, and turns the ways it fails into one clear error::
+
+    msresnet launch --workers 2 --profile smoke --output runs/dp2 --epoch_size 1
+    msresnet launch --workers 8 --profile gpu --output runs/gpu8 --dry-run
+
+What it adds to plain ``msrun``:
+
+* a free ``--master_port`` by default, and a check that a given one is free
+  (``msrun`` would otherwise wait ``--cluster_time_out`` seconds and fail with a
+  generic message);
+* the config is loaded and checked *before* any process starts (a typo fails in
+  a second, not after N processes imported MindSpore);
+* the optional linear learning-rate scaling (``--lr_reference_devices R``: the
+  profile's ``lr_max`` was tuned for R devices; the command gets
+  ``--lr_max lr_max * N / R``, written out so you see the rate you train with);
+* when a worker dies, the scheduler fails, or ``--timeout`` passes, every process
+  of the job is stopped and the error names the rank, its exit code and the tail of
+  its log; exit code 1 (2 for a bad command line or config).
+
+All logs (``scheduler.log``, ``worker_<rank>.log``, ``msrun.log``) go to
+``<output>/logs`` by default, next to the checkpoints that rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import psutil
+
+from msresnet.cli import DEBUG_VARIABLE
+from msresnet.config import ConfigError, load_config, parse_overrides
+from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
+from msresnet.model.lr_schedule import scaled_lr_max
+
+MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
+TRAIN_ENTRY = ("python", "-m", "msresnet", "train")
+LOG_FOLDER = "logs"
+RANK_DUMP_FOLDER = "ranks"
+MSRUN_LOG = "msrun.log"
+SCHEDULER_LOG = "scheduler.log"
+DEFAULT_CLUSTER_TIME_OUT = 120     # seconds for all workers to register (msrun's default: 600)
+SCHEDULER_GRACE = 5.0              # seconds msrun gets to notice a failed scheduler itself
+STOP_GRACE = 10.0                  # seconds between asking msrun to stop and killing
+TAIL_LINES = 25
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+_RUNTIME_CHATTER = re.compile(r"^\[(WARNING|INFO|DEBUG)\] ")
+_WORKER_EXIT = re.compile(r"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
+
+
+class LaunchError(RuntimeError):
+    """The job could not start or did not finish; the message says which rank and why.
+
+    ``rank`` is the failing worker's rank (``"scheduler"`` for the scheduler, None
+    when unknown), ``log`` its log file and ``tail`` the last lines of that log.
+    """
+
+    def __init__(self, message: str, *, rank: int | str | None = None,
+                 exit_code: int | None = None, log: Path | None = None,
+                 tail: Sequence[str] = ()) -> None:
+        self.rank = rank
+        self.exit_code = exit_code
+        self.log = log
+        self.tail = list(tail)
+        text = message
+        if log is not None and self.tail:
+            text += f"\n--- last lines of {log} ---\n" + "\n".join(self.tail)
+        super().__init__(text)
+
+
+# --------------------------------------------------------------------------- ports
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when ``host:port`` can be bound, i.e. the scheduler could listen there."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # like a server would
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_owner(port: int) -> str:
+    """``" (pid 123, python)"`` when this user can see who listens on ``port``."""
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+                if conn.pid:
+                    return f" (pid {conn.pid}, {psutil.Process(conn.pid).name()})"
+    except (psutil.Error, OSError):
+        pass
+    return ""
+
+
+def is_local_address(address: str) -> bool:
+    """True when ``address`` belongs to this machine (this node starts the scheduler)."""
+    if address in LOCAL_HOSTS:
+        return True
+    try:
+        resolved = socket.gethostbyname(address)
+    except OSError:
+        return False
+    mine = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
+    return resolved in mine or resolved.startswith("127.")
+
+
+# --------------------------------------------------------------------------- the plan
+def _text(value: Any) -> str:
+    """A Config value as the training command line expects it."""
+    if value is None:
+        return "null"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+@dataclass
+class LaunchPlan:
+    """Everything needed to start the job on this node; ``command`` is what runs."""
+
+    workers: int
+    local_workers: int
+    master_addr: str
+    master_port: int
+    node_rank: int | None
+    log_dir: str
+    output_dir: str
+    cluster_time_out: int
+    train_args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    entry: tuple[str, ...] = TRAIN_ENTRY
+    lr_max: float | None = None
+
+    def msrun_options(self) -> list[str]:
+        options = [f"--worker_num={self.workers}", f"--local_worker_num={self.local_workers}",
+                   f"--master_addr={self.master_addr}", f"--master_port={self.master_port}"]
+        if self.node_rank is not None:
+            options.append(f"--node_rank={self.node_rank}")
+        options += [f"--log_dir={self.log_dir}", "--join=True",
+                    f"--cluster_time_out={self.cluster_time_out}", "--tail_worker_log=0"]
+        return options
+
+    @property
+    def command(self) -> list[str]:
+        """``msrun <options> msresnet train <args>``."""
+        return ["msrun", *self.msrun_options(), *self.entry, *self.train_args]
+
+    def shell(self, width: int = 88) -> str:
+        """The command as you would type it (environment first), wrapped with ``\\``."""
+        words = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
+        words += [shlex.quote(w) for w in self.command]
+        lines, line = [], ""
+        for word in words:
+            if line and len(line) + 1 + len(word) > width - 2:
+                lines.append(line)
+                line = "    " + word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+        return " \\\n".join(lines)
+
+
+def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any] | None = None,
+               output: str | None = None, *, master_port: int | None = None,
+               master_addr: str = "127.0.0.1", local_workers: int | None = None,
+               node_rank: int | None = None, log_dir: str | None = None,
+               cluster_time_out: int = DEFAULT_CLUSTER_TIME_OUT,
+               lr_reference_devices: int | None = None, rank_dump: bool = False,
+               progress: bool = False, entry: Sequence[str] = TRAIN_ENTRY) -> LaunchPlan:
+    """Check the config and build the command for ``workers`` processes in total.
+
+    ``overrides`` are Config fields for the training command (as
+    :func:`msresnet.config.load_config` takes them); ``output`` sets ``output_dir``.
+    ``local_workers`` (default: all) start on this node; with fewer than
+    ``workers``, the others run on other nodes, started with the same command but
+    their own ``node_rank``, and ``master_port`` must be given (all nodes must agree).
+    ``rank_dump`` sets :data:`DUMP_VARIABLE` to ``<output>/ranks``.
+    Raises :class:`~msresnet.config.ConfigError` or :class:`LaunchError`.
+    """
+    for name, value in (("workers", workers), ("cluster_time_out", cluster_time_out)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LaunchError(f"{name}: must be a positive integer, got {value!r}")
+    local = workers if local_workers is None else local_workers
+    if isinstance(local, bool) or not isinstance(local, int) or not 1 <= local <= workers:
+        raise LaunchError(f"local_workers: must be 1..workers ({workers}), got {local!r}")
+    if local < workers and master_port is None:
+        raise LaunchError("several nodes (local_workers < workers): pass --master_port, the "
+                          "same on every node, and open it on the master node's firewall")
+    if node_rank is not None and (not isinstance(node_rank, int) or node_rank < 0
+                                  or node_rank * local >= workers):
+        raise LaunchError(f"node_rank: must be 0..{workers // local - 1} for {workers} workers "
+                          f"with {local} per node, got {node_rank!r}")
+    if master_port is not None and not 1024 <= master_port <= 65535:
+        raise LaunchError(f"master_port: must be 1024..65535 (what msrun accepts), got {master_port}")
+
+    values = dict(overrides or {})
+    values.pop("profile", None)
+    if output is not None:
+        values["output_dir"] = output
+    config = load_config(profile, values)
+    lr_max = None
+    if lr_reference_devices is not None:
+        if isinstance(lr_reference_devices, bool) or not isinstance(lr_reference_devices, int) \
+                or lr_reference_devices < 1:
+            raise LaunchError(f"lr_reference_devices: must be a positive integer, "
+                              f"got {lr_reference_devices!r}")
+        lr_max = scaled_lr_max(config.lr_max, workers, lr_reference_devices)
+        values["lr_max"] = lr_max
+        config = load_config(profile, values)  # e.g. lr_init must stay <= lr_max
+
+    args = ["--config", profile, "--output", config.output_dir]
+    for key, value in values.items():
+        if key != "output_dir":
+            args += [f"--{key}", _text(value)]
+    if not progress:
+        args.append("--no-progress")
+    env = {DUMP_VARIABLE: str(Path(config.output_dir) / RANK_DUMP_FOLDER)} if rank_dump else {}
+    return LaunchPlan(
+        workers=workers, local_workers=local, master_addr=master_addr,
+        master_port=free_port(master_addr) if master_port is None else master_port,
+        node_rank=node_rank, log_dir=log_dir or str(Path(config.output_dir) / LOG_FOLDER),
+        output_dir=config.output_dir, cluster_time_out=cluster_time_out, train_args=args,
+        env=env, entry=tuple(entry), lr_max=lr_max)
+
+
+# --------------------------------------------------------------------------- running
+@dataclass
+class LaunchResult:
+    """A finished job."""
+
+    plan: LaunchPlan
+    seconds: float
+    log_dir: Path
+    worker_logs: dict[int, Path]
+
+    def log_lines(self, rank: int, pattern: str = r"\b(INFO|WARNING|ERROR) msresnet\.") -> list[str]:
+        """Lines of rank ``rank``'s log matching ``pattern`` (default: the book's own
+        log records, ``... INFO msresnet.training.train: ...``)."""
+        text = self.worker_logs[rank].read_text(errors="replace")
+        return [line for line in text.splitlines() if re.search(pattern, line)]
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last ``lines`` lines of a log, without MindSpore's WARNING/INFO chatter
+    (unless nothing else is left)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    useful = [line for line in text if line.strip() and not _RUNTIME_CHATTER.match(line)]
+    return (useful or text)[-lines:]
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class _Job:
+    """One running ``msrun``: its process, its descendants, its logs."""
+
+    def __init__(self, plan: LaunchPlan, cwd: Path, echo: TextIO | None) -> None:
+        self.plan = plan
+        self.cwd = cwd
+        self.log_dir = cwd / plan.log_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # msrun rewrites these; an old one must not be mistaken for this job's.
+        for old in [self.log_dir / SCHEDULER_LOG, *self.log_dir.glob("worker_*.log")]:
+            old.unlink(missing_ok=True)
+        env = dict(os.environ)
+        # Tracebacks in the rank logs (not msresnet.cli's one line): whoever reads a
+        # rank's log wants them, and this launcher finds the failed process by them.
+        env[DEBUG_VARIABLE] = "1"
+        # msrun starts the workers as "python ..." from PATH: make it this interpreter.
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+        env.update(plan.env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", MSRUN_MODULE, *plan.command[1:]], cwd=cwd, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self.ranks: dict[int, int | str] = {}        # pid -> rank ("scheduler")
+        self.processes: dict[int, psutil.Process] = {}
+        self._reader = threading.Thread(target=self._copy_output, args=(echo,), daemon=True)
+        self._reader.start()
+
+    def _copy_output(self, echo: TextIO | None) -> None:
+        assert self.proc.stdout is not None
+        with open(self.log_dir / MSRUN_LOG, "wb") as log:
+            for line in iter(self.proc.stdout.readline, b""):
+                log.write(line)
+                log.flush()
+                if echo is not None:
+                    echo.write(line.decode(errors="replace"))
+                    echo.flush()
+
+    def track(self) -> None:
+        """Remember every process msrun started and its rank (workers run in their
+        own sessions, so they are found by ancestry, not by process group)."""
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return
+        for child in children:
+            if child.pid in self.ranks:
+                continue
+            # Not "seen once, done": between msrun's fork and exec a worker still shows
+            # msrun's environment (no MS_ROLE yet), so a process without a role is read
+            # again on the next call. Remembering it at first sight lost the rank of a
+            # worker killed early (its failure was then reported as the scheduler's).
+            self.processes.setdefault(child.pid, child)
+            try:
+                env = child.environ()
+            except psutil.Error:
+                continue
+            if env.get("MS_ROLE") == "MS_SCHED":
+                self.ranks[child.pid] = "scheduler"
+            elif env.get("MS_ROLE") == "MS_WORKER" and env.get("RANK_ID", "").isdigit():
+                self.ranks[child.pid] = int(env["RANK_ID"])
+
+    def scheduler_failed(self) -> bool:
+        path = self.log_dir / SCHEDULER_LOG
+        try:
+            return "Traceback (most recent call last)" in path.read_text(errors="replace")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Ask msrun to stop (SIGINT: it kills its workers), then kill what is left."""
+        self.track()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for process in self.processes.values():
+            try:
+                if process.is_running():
+                    process.kill()
+            except psutil.Error:
+                pass
+        self._reader.join(5)
+
+    def worker_log(self, rank: int) -> Path:
+        return self.log_dir / f"worker_{rank}.log"
+
+
+def _failure(job: _Job, reason: str) -> LaunchError:
+    """The most useful error for a failed job: the first rank that failed and its log."""
+    msrun_text = (job.log_dir / MSRUN_LOG).read_text(errors="replace") \
+        if (job.log_dir / MSRUN_LOG).is_file() else ""
+    exits = _WORKER_EXIT.findall(msrun_text)
+    for pid_text, code_text in exits:
+        rank = job.ranks.get(int(pid_text))
+        code = int(code_text)
+        if isinstance(rank, int):
+            log = job.worker_log(rank)
+            return LaunchError(f"{reason}: rank {rank} (pid {pid_text}) {_describe_exit(code)}; "
+                               f"every rank's log is in {job.plan.log_dir}",
+                               rank=rank, exit_code=code, log=log, tail=log_tail(log))
+    if exits:  # a worker died first, though its rank is unknown: still the cause, not the scheduler
+        pid_text, code_text = exits[0]
+        log = job.log_dir / MSRUN_LOG
+        return LaunchError(f"{reason}: a worker (pid {pid_text}) {_describe_exit(int(code_text))}; "
+                           f"every rank's log is in {job.plan.log_dir}",
+                           exit_code=int(code_text), log=log, tail=log_tail(log))
+    if job.scheduler_failed():
+        log = job.log_dir / SCHEDULER_LOG
+        return LaunchError(f"{reason}: the scheduler failed (port {job.plan.master_port} on "
+                           f"{job.plan.master_addr}); every log is in {job.plan.log_dir}",
+                           rank="scheduler", log=log, tail=log_tail(log))
+    for rank in range(job.plan.workers):
+        log = job.worker_log(rank)
+        if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace"):
+            return LaunchError(f"{reason}: rank {rank} raised an error; every rank's log is "
+                               f"in {job.plan.log_dir}", rank=rank, log=log, tail=log_tail(log))
+    log = job.log_dir / MSRUN_LOG
+    return LaunchError(f"{reason}; every rank's log is in {job.plan.log_dir}", log=log,
+                       tail=log_tail(log))
+
+
+def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLike[str] = ".",
+        echo: TextIO | None = None, check_port: bool = True, poll: float = 0.5) -> LaunchResult:
+    """Run the plan's msrun command and wait for it; raise :class:`LaunchError` on failure.
+
+    ``timeout`` (seconds, None: no limit) bounds the whole job; ``echo`` gets msrun's
+    console output (rank 0's log) as it comes; ``cwd`` is where relative paths in the
+    plan are taken from. ``check_port=False`` skips the free-port check (to test what
+    happens without it).
+    """
+    cwd = Path(cwd)
+    if check_port and is_local_address(plan.master_addr) \
+            and not port_is_free(plan.master_port, plan.master_addr):
+        raise LaunchError(f"master_port {plan.master_port} on {plan.master_addr} is already in "
+                          f"use{_port_owner(plan.master_port)}; pass another --master_port, or "
+                          f"none to pick a free one")
+    started = time.monotonic()
+    job = _Job(plan, cwd, echo)
+    scheduler_failed_at: float | None = None
+    try:
+        while job.proc.poll() is None:
+            job.track()
+            now = time.monotonic()
+            if timeout is not None and now - started > timeout:
+                job.stop()
+                raise _failure(job, f"timed out after {timeout:g} s")
+            if not job.scheduler_failed():
+                scheduler_failed_at = None
+            elif scheduler_failed_at is None:
+                scheduler_failed_at = now
+            elif now - scheduler_failed_at > SCHEDULER_GRACE:
+                job.stop()
+                raise _failure(job, "the job could not start")
+            time.sleep(poll)
+    except BaseException:
+        job.stop()  # KeyboardInterrupt included: never leave workers behind
+        raise
+    job.stop()
+    if job.proc.returncode != 0:
+        raise _failure(job, f"msrun exited with code {job.proc.returncode}")
+    logs = {rank: job.worker_log(rank) for rank in range(plan.workers)
+            if job.worker_log(rank).is_file()}
+    return LaunchResult(plan=plan, seconds=round(time.monotonic() - started, 3),
+                        log_dir=job.log_dir, worker_logs=logs)
+
+
+# --------------------------------------------------------------------------- CLI
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msresnet launch",
+        description="Train data-parallel with msrun. Other --KEY VALUE options are Config "
+                    "fields passed to the training (e.g. --epoch_size 2 --batch_size 32).")
+    parser.add_argument("--workers", type=int, required=True,
+                        help="worker processes in total (one per device)")
+    parser.add_argument("--profile", default="smoke", help="smoke, cpu, gpu, ascend or a YAML path")
+    parser.add_argument("--output", help="output_dir (default: the profile's)")
+    parser.add_argument("--master_port", type=int, help="scheduler port (default: a free one)")
+    parser.add_argument("--master_addr", default="127.0.0.1",
+                        help="scheduler address (the first node's IP for several nodes)")
+    parser.add_argument("--local_workers", type=int,
+                        help="workers on this node (default: all; fewer for several nodes)")
+    parser.add_argument("--node_rank", type=int, help="this node's index, 0 on the master")
+    parser.add_argument("--log_dir", help="where every process's log goes (default: OUTPUT/logs)")
+    parser.add_argument("--cluster_time_out", type=int, default=DEFAULT_CLUSTER_TIME_OUT,
+                        help="seconds for all workers to register with the scheduler")
+    parser.add_argument("--timeout", type=float, help="stop the job after this many seconds")
+    parser.add_argument("--lr_reference_devices", type=int,
+                        help="lr_max was tuned for this many devices: scale it to --workers")
+    parser.add_argument("--rank_dump", action="store_true",
+                        help=f"each rank writes its data, losses and weights to OUTPUT/"
+                             f"{RANK_DUMP_FOLDER} ({DUMP_VARIABLE})")
+    parser.add_argument("--progress", action="store_true", help="rank 0 shows a progress bar")
+    parser.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                        help="print the command and exit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: print the command, run it (unless --dry-run); 0 ok, 1 failed, 2 usage."""
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    try:
+        overrides = dict(parse_overrides(rest))
+        if "output_dir" in overrides and args.output is None:
+            args.output = overrides.pop("output_dir")
+        plan = build_plan(args.workers, args.profile, overrides, args.output,
+                          master_port=args.master_port, master_addr=args.master_addr,
+                          local_workers=args.local_workers, node_rank=args.node_rank,
+                          log_dir=args.log_dir, cluster_time_out=args.cluster_time_out,
+                          lr_reference_devices=args.lr_reference_devices,
+                          rank_dump=args.rank_dump, progress=args.progress)
+    except (ConfigError, LaunchError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if plan.lr_max is not None:
+        print(f"# lr_max scaled to {args.workers} workers: {plan.lr_max:g}")
+    print(plan.shell(), flush=True)
+    if args.dry_run:
+        return 0
+    try:
+        result = run(plan, timeout=args.timeout, echo=sys.stdout)
+    except LaunchError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"done in {result.seconds:.0f} s; logs of every rank in {plan.log_dir}")
+    return 0

@@ -1,0 +1,152 @@
+"""The pieces a training or evaluation run is assembled from, built from a Config.
+
+:mod:`msresnet.training.train` (the training loop), :mod:`msresnet.training.sweep` (checkpoint
+evaluation) and :mod:`msresnet.jobs.rank_analysis` (single-process replays of a
+data-parallel run) all need the same network, loss, metrics, device setting and
+datasets. They live here, below all three, so none of them has to import another
+one (and with it the other's callbacks or evidence code) to get them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+from mindspore import nn
+from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
+
+from msresnet.training.callbacks import TOP1, TOP5
+from msresnet.data.cifar10 import (  # dataset_folder re-exported: the chapters import it here
+    dataset_folder, evaluation_images, hold_out)
+from msresnet.config import Config
+from msresnet.training.distributed import RankInfo
+from msresnet.model.losses import CrossEntropySmooth, SparseCrossEntropy
+from msresnet.model.lr_schedule import lr_for_config
+from msresnet.model.resnet import param_groups, resnet50
+from msresnet.model.nesterov import NesterovMomentum
+from msresnet.data.pipeline import check_folder, create_dataset
+
+
+class TrainError(RuntimeError):
+    """Training cannot start as asked (the message says why and what to do)."""
+
+
+def make_loss(config: Config) -> nn.Cell:
+    """Plain sparse cross-entropy, or label smoothing when ``label_smoothing > 0``."""
+    if config.label_smoothing > 0:
+        return CrossEntropySmooth(config.num_classes, config.label_smoothing)
+    return SparseCrossEntropy()
+
+
+def make_metrics() -> dict[str, Metric]:
+    """Top-1, top-5 and loss, under the names the callbacks read."""
+    return {TOP1: Top1CategoricalAccuracy(), TOP5: Top5CategoricalAccuracy(),
+            "loss": Loss()}
+
+
+def uses_mixed_precision(config: Config) -> bool:
+    """float16 + loss scaling on GPU/Ascend; CPU always trains in float32."""
+    return config.device_target != "CPU"
+
+
+def set_context(config: Config) -> None:
+    """Device and execution mode (graph compiles the whole step; pynative runs eagerly)."""
+    try:
+        ms.set_device(config.device_target)
+    except RuntimeError:
+        # Already set, or the runtime started (e.g. an earlier cell ran an operator):
+        # fine as long as it is the device we want.
+        current = ms.get_context("device_target")
+        if current != config.device_target:
+            raise TrainError(f"device_target {config.device_target!r} requested but this "
+                             f"process already runs on {current!r}; restart it") from None
+    ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE)
+
+
+def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Dataset, ds.Dataset]:
+    """The training pipeline (sharded by rank) and the validation pipeline (whole).
+
+    With ``valid_split`` N > 0, N training images are held out
+    (:func:`msresnet.data.cifar10.hold_out`): training reads the others and validation
+    reads those N, so checkpoints are chosen on images that are neither trained on
+    nor the test set. With 0, validation reads the test set (the recipe's way).
+    """
+    folder = dataset_folder(config.data_dir)
+    train_idx = None
+    if config.valid_split:
+        check_folder(folder)  # a wrong folder is named before the split reads it
+        train_idx = hold_out(folder, config.valid_split, config.seed)[0]
+    train_ds = create_dataset(folder, "train", config.batch_size, training=True,
+                              num_samples=config.train_samples, seed=config.seed,
+                              indices=train_idx, image_size=config.image_size,
+                              num_workers=config.num_workers, **rank.shard_kwargs())
+    if not config.valid_split:
+        return train_ds, make_test_dataset(config)
+    return train_ds, make_valid_dataset(config)
+
+
+def make_valid_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:
+    """The held-out validation images, in index order, cut to ``eval_samples``."""
+    folder = dataset_folder(config.data_dir)
+    check_folder(folder)
+    _, valid_idx = hold_out(folder, config.valid_split, config.seed)
+    return create_dataset(folder, "train", batch_size or config.batch_size, training=False,
+                          num_samples=config.eval_samples, image_size=config.image_size,
+                          num_workers=config.num_workers, indices=valid_idx)
+
+
+def make_test_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:
+    """The test set, in file order, cut to ``eval_samples`` (what the final scores use)."""
+    return create_dataset(dataset_folder(config.data_dir), "test", batch_size or config.batch_size,
+                          training=False, num_samples=config.eval_samples,
+                          image_size=config.image_size, num_workers=config.num_workers)
+
+
+def validation_images(config: Config) -> dict[str, Any]:
+    """Which images validation scores (:func:`msresnet.data.cifar10.evaluation_images`)."""
+    return evaluation_images(dataset_folder(config.data_dir), config.eval_samples,
+                             valid_split=config.valid_split, seed=config.seed)
+
+
+def make_network(config: Config) -> nn.Cell:
+    """ResNet50 as the config describes it, its weights drawn from ``config.seed``."""
+    ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
+    return resnet50(num_classes=config.num_classes, stem=config.stem,
+                    zero_init_residual=config.zero_init_residual,
+                    bn_momentum=config.bn_momentum)
+
+
+def make_optimizer(config: Config, net: nn.Cell, lr: np.ndarray) -> nn.Optimizer:
+    """Momentum SGD with the weight-decay groups and the per-step rates ``lr``.
+
+    ``nesterov: true`` on the CPU uses :class:`msresnet.model.nesterov.NesterovMomentum`,
+    because MindSpore 2.10's CPU kernel ignores ``nn.Momentum(use_nesterov=True)``.
+    """
+    groups = param_groups(net, config.weight_decay)
+    scale = config.loss_scale if uses_mixed_precision(config) else 1.0
+    if config.nesterov and config.device_target == "CPU":
+        return NesterovMomentum(groups, learning_rate=ms.Tensor(lr), momentum=config.momentum,
+                                loss_scale=scale)
+    return nn.Momentum(groups, learning_rate=ms.Tensor(lr), momentum=config.momentum,
+                       use_nesterov=config.nesterov, loss_scale=scale)
+
+
+def make_model(config: Config, steps_per_epoch: int,
+               ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
+    """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
+    net = make_network(config)
+    lr = lr_for_config(config, steps_per_epoch)
+    amp = uses_mixed_precision(config)
+    optimizer = make_optimizer(config, net, lr)
+    kwargs: dict[str, Any] = {}
+    if amp:
+        kwargs = {"amp_level": config.amp_level,
+                  "loss_scale_manager": ms.FixedLossScaleManager(config.loss_scale,
+                                                                 drop_overflow_update=False)}
+    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer, metrics=make_metrics(),
+                  **kwargs)
+    return net, optimizer, model, lr
