@@ -39,8 +39,14 @@ module), and on a module this docstring does not name. The layers, first to last
   ``train`` (``msresnet train``), ``sweep`` (``msresnet sweep``: score every
   checkpoint), ``rank_dump`` (the callback a data-parallel worker adds with
   ``--rank_dump``);
-* ``storage``: ``staging`` (copies to and from object storage), ``local_s3`` (the
-  loopback S3 server), ``sync`` (one copy per node);
+* ``storage``: ``errors`` (one class per failure, naming the URL), ``urls`` (local
+  paths, ``s3://``, ``obs://``), ``settings`` (the environment; credentials never
+  kept), ``etag`` (is the copy already there?), ``temp_files`` (written whole or
+  not at all), ``s3_errors`` (what botocore's errors mean), ``s3_filesystem`` (s3fs
+  for ``s3://`` and ``obs://``), ``store`` (listing one side), ``backend`` (what a
+  backend does), ``transfer`` (parallel copy with retries), ``fsspec_backend`` and
+  ``moxing_backend`` (the two backends), ``staging`` (the public API, choosing the
+  backend once), ``local_s3`` (the loopback S3 server), ``sync`` (one copy per node);
 * ``jobs``: ``job`` (a ModelArts-style job; it imports the training only when it
   runs), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
   of the rank records; no training worker imports it);
@@ -61,6 +67,9 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "model.lr_schedule",
     "data.download", "data.cifar10", "data.images", "data.prepare", "training.distributed",
+    "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",
+    "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
+    "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",
     "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "book.notebook", "book.reproduce", "book.results_page", "book.lab",

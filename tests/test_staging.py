@@ -15,8 +15,11 @@ import fsspec
 import pytest
 from s3fs import S3FileSystem
 
-from msresnet.storage import staging
+from msresnet.storage import staging, transfer
+from msresnet.storage.backend import Backend, CopyResult, Registration
+from msresnet.storage.fsspec_backend import FsspecBackend
 from msresnet.storage.local_s3 import local_server
+from msresnet.storage.moxing_backend import MoxingBackend
 from s3server import (FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, closed_port,
                       new_bucket_name, running_server)
 
@@ -137,15 +140,15 @@ def test_local_to_local_and_file_urls(tmp_path):
 # ------------------------------------------------------------------ interruption
 _KILL_AFTER = textwrap.dedent("""
     import os, signal, sys
-    from msresnet.storage import staging
+    from msresnet.storage import staging, transfer
     limit, seen = int(sys.argv[3]), [0]
-    original = staging._Progress.relative_update
+    original = transfer.Progress.relative_update
     def relative_update(self, inc=1):
         original(self, inc)
         seen[0] += inc
         if seen[0] >= limit:
             os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, like a preempted node
-    staging._Progress.relative_update = relative_update
+    transfer.Progress.relative_update = relative_update
     staging.copy_parallel(sys.argv[1], sys.argv[2], threads=1, progress=False)
 """)
 
@@ -193,7 +196,7 @@ def test_killed_multipart_upload_leaves_no_object(tmp_path, bucket):
 
 def test_transient_errors_are_retried_then_reported(tmp_path, bucket, monkeypatch):
     make_tree(tmp_path / "src")
-    original, failures = staging._transfer, {"n": 0}
+    original, failures = transfer.transfer_file, {"n": 0}
 
     def flaky(src, src_loc, info, dst, dst_loc, progress):
         if src_loc.key.endswith("e.bin") and failures["n"] < 2:
@@ -202,15 +205,15 @@ def test_transient_errors_are_retried_then_reported(tmp_path, bucket, monkeypatc
             raise ConnectionResetError("connection reset by peer")
         return original(src, src_loc, info, dst, dst_loc, progress)
 
-    monkeypatch.setattr(staging, "_transfer", flaky)
-    monkeypatch.setattr(staging.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(transfer, "transfer_file", flaky)
+    monkeypatch.setattr(transfer.time, "sleep", lambda seconds: None)
     result = staging.copy_parallel(tmp_path / "src", f"s3://{bucket}/r", progress=False)
     assert (result.copied, result.retried) == (6, 2)
 
     def broken(*args):
         raise ConnectionResetError("connection reset by peer")
 
-    monkeypatch.setattr(staging, "_transfer", broken)
+    monkeypatch.setattr(transfer, "transfer_file", broken)
     (tmp_path / "src" / "new.bin").write_bytes(b"new")
     with pytest.raises(staging.TransferError, match="after 3 attempts"):
         staging.copy_parallel(tmp_path / "src", f"s3://{bucket}/r", retries=2, progress=False)
@@ -361,7 +364,7 @@ def faulty(server, monkeypatch):
     with FaultProxy(server.endpoint) as proxy:
         monkeypatch.setenv("S3_ENDPOINT", proxy.endpoint)
         monkeypatch.setenv("S3_MAX_ATTEMPTS", "2")
-        monkeypatch.setattr(staging.time, "sleep", lambda seconds: None)
+        monkeypatch.setattr(transfer.time, "sleep", lambda seconds: None)
         yield proxy
 
 
@@ -547,3 +550,103 @@ def test_moxing_path_needs_neither_credentials_nor_s3fs(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("moxing ['a.bin', 'empty.txt', 'other/e.bin'")
+
+
+# ------------------------------------------------------------ the backend registry
+class Recorder:
+    """A third backend, registered by one entry: it records what reaches it."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def copy_parallel(self, src, dst, result, *, threads, retries, progress):
+        self.calls.append(("copy_parallel", dst.url))
+        result.copied = 3
+
+    def copy(self, src, dst, result, *, retries, progress):
+        self.calls.append(("copy", dst.url))
+        result.copied = 1
+
+    def exists(self, loc):
+        self.calls.append(("exists", loc.url))
+        return True
+
+    def is_directory(self, loc):
+        self.calls.append(("is_directory", loc.url))
+        return False
+
+    def list_directory(self, loc, recursive):
+        self.calls.append(("list_directory", loc.url))
+        return ["a"]
+
+    def file_sizes(self, loc):
+        self.calls.append(("file_sizes", loc.url))
+        return {"a": 1}
+
+    def make_dirs(self, loc):
+        self.calls.append(("make_dirs", loc.url))
+
+    def remove(self, loc, recursive):
+        self.calls.append(("remove", loc.url))
+
+
+def _parameters(function) -> list[tuple[str, object, object]]:
+    import inspect
+
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+@pytest.mark.parametrize("implementation", [FsspecBackend, MoxingBackend, Recorder])
+def test_backends_satisfy_the_protocol(implementation):
+    operations = [name for name in vars(Backend) if not name.startswith("_")
+                  and callable(getattr(Backend, name))]
+    assert len(operations) == 8, operations  # the eight public functions
+    for name in operations:
+        assert _parameters(getattr(implementation, name)) == _parameters(
+            getattr(Backend, name)), f"{implementation.__name__}.{name}"
+    instance = implementation(None) if implementation is MoxingBackend else implementation()
+    assert isinstance(instance, Backend) and isinstance(instance.name, str)
+    if implementation is not Recorder:  # the real ones are those the registry names
+        assert instance.name in staging.BACKENDS
+
+
+def test_a_new_backend_is_one_registry_entry_chosen_once_per_call(tmp_path, monkeypatch):
+    recorder, loads = Recorder(), []
+
+    def load():
+        loads.append(1)
+        return recorder
+
+    monkeypatch.setitem(staging.BACKENDS, "recorder", Registration(load, needs="nothing"))
+    monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "recorder")
+    assert staging.backend() == "recorder"
+    loads.clear()
+    (tmp_path / "src").mkdir()
+    assert staging.copy_parallel(tmp_path / "src", "obs://b/d").copied == 3
+    assert staging.copy("s3://b/f", tmp_path / "f").copied == 1
+    assert staging.exists("obs://b/x") and not staging.is_directory("obs://b/x")
+    assert staging.list_directory("obs://b/x", recursive=True) == ["a"]
+    assert staging.file_sizes("obs://b/x") == {"a": 1}
+    staging.make_dirs("s3://b")
+    staging.remove("obs://b/x", recursive=True)
+    assert [operation for operation, _ in recorder.calls] == [
+        "copy_parallel", "copy", "exists", "is_directory", "list_directory", "file_sizes",
+        "make_dirs", "remove"]
+    assert len(loads) == 8  # each call chose its backend once, through the registry
+    # between two local folders the open backend stays in charge
+    result = staging.copy_parallel(tmp_path / "src", tmp_path / "dst", progress=False)
+    assert isinstance(result, CopyResult) and len(recorder.calls) == 8
+    monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "sideways")
+    with pytest.raises(staging.ConfigurationError, match="moxing, open, recorder"):
+        staging.backend()
+
+
+def test_an_unavailable_backend_is_skipped_by_auto_and_named_when_insisted_on(monkeypatch):
+    monkeypatch.setitem(staging.BACKENDS, "never", Registration(lambda: None, needs="a unicorn"))
+    monkeypatch.delenv("MSRESNET_STAGING_BACKEND", raising=False)
+    assert staging.backend() == "open"
+    monkeypatch.setenv("MSRESNET_STAGING_BACKEND", "never")
+    with pytest.raises(staging.ConfigurationError, match="never, but that backend needs a unicorn"):
+        staging.backend()

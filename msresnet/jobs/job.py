@@ -19,14 +19,16 @@ Two flows are accepted, told apart by what the URLs are:
   ``--data_url`` is therefore read where it is (no copy), and a local
   ``--train_url`` becomes the output folder (no upload).
 
-What the older flow does, as a ModelArts job does with MoXing (:mod:`msresnet.storage.staging`
-uses ``moxing.file`` when it can be imported, fsspec/s3fs otherwise):
+What the older flow does, as a ModelArts job does with MoXing
+(:mod:`msresnet.storage.staging` uses ``moxing.file`` when it can be imported,
+fsspec/s3fs otherwise):
 
 1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
    ``cifar-10-batches-bin/``, or the archive itself) is copied to
    ``<cache_dir>/input`` by one process per node (:func:`msresnet.storage.sync.sync_data`);
-2. :func:`msresnet.data.cifar10.prepare_dataset` extracts/validates it into ``<cache_dir>/data``;
-3. :func:`msresnet.training.train.train_and_evaluate` trains with ``output_dir = <cache_dir>/output``;
+2. :func:`msresnet.data.preparation.prepare_dataset` extracts/validates it into ``<cache_dir>/data``;
+3. :func:`msresnet.training.train.train_and_evaluate` trains with
+   ``output_dir = <cache_dir>/output``;
 4. rank 0 uploads that folder (checkpoints, ``best.ckpt``, history, ``train.log``,
    ``job.log``, ``result.json``) to ``--train_url``.
 
@@ -54,10 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the package's
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)  # parent, not its folder
+if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the folder that
+    sys.path[0] = str(Path(__file__).resolve().parents[2])  # holds msresnet/, not jobs/
 
 from msresnet.storage import staging
+from msresnet.storage.settings import missing_credentials
 from msresnet.storage.sync import sync_data
 
 log = logging.getLogger("msresnet.jobs.job")
@@ -219,7 +222,7 @@ def platform_note(environ: Mapping[str, str] | None = None) -> str:
 
 
 def find_dataset_source(staged: Path) -> Path:
-    """What to hand :func:`msresnet.data.cifar10.prepare_dataset` in the staged input: the archive
+    """What to hand :func:`msresnet.data.preparation.prepare_dataset` in the staged input: the archive
     itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
     from msresnet.data.cifar10 import FOLDER_NAME, TRAIN_FILES
 
@@ -254,25 +257,14 @@ def _environment_note() -> str:
     if staging.backend() == "moxing":
         return "MoXing (the platform's authorisation; no AK/SK needed)"
     settings = staging.StoreSettings.from_env()
-    creds = "set" if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get(
-        "AWS_SECRET_ACCESS_KEY") else "missing"
+    creds = "missing" if missing_credentials() else "set"
     return (f"endpoint {settings.endpoint or 'AWS default'}, region "
             f"{settings.region or 'default'}, credentials {creds} (AWS_ACCESS_KEY_ID/"
             "AWS_SECRET_ACCESS_KEY)")
 
 
-def run(args: JobArguments) -> dict[str, Any]:
-    """Stage, prepare, train, upload. Returns the summary printed by :func:`main`."""
-    from msresnet.data.cifar10 import prepare_dataset
-    from msresnet.config import load_config
-    from msresnet.training.distributed import rank_info
-    from msresnet.training.train import train_and_evaluate
-
-    plan = plan_job(args)
-    cache, data_dir, output_dir = plan.cache, plan.data_dir, plan.output_dir
-    overrides = {**args.overrides, "data_dir": str(data_dir), "output_dir": str(output_dir)}
-    config = load_config(args.config, overrides)  # config errors before any transfer
-    log.info("profile %s; cache folder %s", config.profile, cache)
+def _log_plan(args: JobArguments, plan: JobPlan, profile: str) -> None:
+    log.info("profile %s; cache folder %s", profile, plan.cache)
     log.info("flow: %s", plan.flow)
     log.info("platform variables: %s", platform_note())
     for name in args.ignored:
@@ -283,35 +275,70 @@ def run(args: JobArguments) -> dict[str, Any]:
     if plan.stage or plan.upload_url:
         log.info("object store: %s", _environment_note())
 
-    # 1. stage: one process per node copies, the others wait
-    if plan.stage:
-        input_dir = cache / "input"
-        if staging.is_directory(args.data_url):
-            staged = input_dir
-        else:
-            name = staging.parse_url(args.data_url).key.rstrip("/").rsplit("/", 1)[-1]
-            staged = input_dir / os.path.basename(name)
-        synced = sync_data(args.data_url, staged, timeout=args.sync_timeout,
-                           lock_dir=cache, threads=args.threads, progress=args.progress)
-        log.info("staged %s -> %s: %s", args.data_url, staged,
-                 "copied here" if synced.owner else f"copied by another process "
-                 f"(waited {synced.waited:.1f} s)")
-        if synced.owner:
-            rate = (synced.bytes or 0) / 1e6 / synced.seconds if synced.seconds else 0.0
-            log.info("staging: %s copied, %s skipped, %s bytes in %.1f s (%.1f MB/s)",
-                     synced.copied, synced.skipped, f"{synced.bytes:,}",
-                     synced.seconds or 0.0, rate)
-    else:
+
+def stage_data(args: JobArguments, plan: JobPlan) -> Path:
+    """Step 1: where the input is on this node. A remote ``--data_url`` is copied
+    into the cache by one process per node (the others wait); a local one is used."""
+    if not plan.stage:
         staged = Path(plan.data_source)
         if not staged.exists():
             raise staging.ObjectNotFoundError(
-                f"--data_url {plan.data_source} does not exist in this container", plan.data_source)
+                f"--data_url {plan.data_source} does not exist in this container",
+                plan.data_source)
         log.info("data is local (the platform downloaded it): %s", staged)
+        return staged
+    staged = plan.cache / "input"
+    if not staging.is_directory(args.data_url):
+        name = staging.parse_url(args.data_url).key.rstrip("/").rsplit("/", 1)[-1]
+        staged = staged / os.path.basename(name)
+    synced = sync_data(args.data_url, staged, timeout=args.sync_timeout,
+                       lock_dir=plan.cache, threads=args.threads, progress=args.progress)
+    log.info("staged %s -> %s: %s", args.data_url, staged,
+             "copied here" if synced.owner else f"copied by another process "
+             f"(waited {synced.waited:.1f} s)")
+    if synced.owner:
+        rate = (synced.bytes or 0) / 1e6 / synced.seconds if synced.seconds else 0.0
+        log.info("staging: %s copied, %s skipped, %s bytes in %.1f s (%.1f MB/s)",
+                 synced.copied, synced.skipped, f"{synced.bytes:,}",
+                 synced.seconds or 0.0, rate)
+    return staged
+
+
+def deliver_outputs(args: JobArguments, plan: JobPlan, summary: dict[str, Any]) -> None:
+    """Step 4: rank 0 uploads the output folder (the other ranks wrote nothing); in
+    today's flow the platform uploads the local output folder itself."""
+    from msresnet.training.distributed import rank_info
+
+    if plan.upload_url is None:
+        log.info("outputs left in %s for the platform to upload", plan.output_dir)
+        summary["output_files"] = len(staging.file_sizes(plan.output_dir))
+    elif rank_info().is_main:
+        log.info("uploading %s -> %s", plan.output_dir, plan.upload_url)
+        uploaded = staging.copy_parallel(plan.output_dir, plan.upload_url,
+                                         threads=args.threads, progress=args.progress)
+        log.info("uploaded: %s in %.1f s (%.1f MB/s)", uploaded.summary(), uploaded.seconds,
+                 uploaded.megabytes_per_second)
+        summary["uploaded_files"] = uploaded.files
+
+
+def run(args: JobArguments) -> dict[str, Any]:
+    """Stage, prepare, train, upload. Returns the summary printed by :func:`main`."""
+    from msresnet.config import load_config
+    from msresnet.data.preparation import prepare_dataset
+    from msresnet.training.train import train_and_evaluate
+
+    plan = plan_job(args)
+    overrides = {**args.overrides, "data_dir": str(plan.data_dir),
+                 "output_dir": str(plan.output_dir)}
+    config = load_config(args.config, overrides)  # config errors before any transfer
+    _log_plan(args, plan, config.profile)
+    staged = stage_data(args, plan)
 
     # 2. prepare (extract + validate; safe to call from every process)
     source = find_dataset_source(staged)
-    folder = prepare_dataset(source, root=data_dir, md5=config.data_md5 if source.is_file() else None,
-                     progress=args.progress)
+    folder = prepare_dataset(source, root=plan.data_dir,
+                             md5=config.data_md5 if source.is_file() else None,
+                             progress=args.progress)
     log.info("dataset ready: %s (%s)", folder.folder, folder.action)
 
     # 3. train
@@ -320,19 +347,7 @@ def run(args: JobArguments) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "train_url": args.train_url, "epochs": result.epochs, "steps": result.steps,
         "final_loss": result.final_loss, "best_top1": best.get("top1")}
-
-    # 4. upload (rank 0 only: the other ranks wrote nothing); in today's flow the
-    #    platform uploads the local output folder itself
-    if plan.upload_url is None:
-        log.info("outputs left in %s for the platform to upload", output_dir)
-        summary["output_files"] = len(staging.file_sizes(output_dir))
-    elif rank_info().is_main:
-        log.info("uploading %s -> %s", output_dir, plan.upload_url)
-        uploaded = staging.copy_parallel(output_dir, plan.upload_url, threads=args.threads,
-                                         progress=args.progress)
-        log.info("uploaded: %s in %.1f s (%.1f MB/s)", uploaded.summary(), uploaded.seconds,
-                 uploaded.megabytes_per_second)
-        summary["uploaded_files"] = uploaded.files
+    deliver_outputs(args, plan, summary)
     return summary
 
 
@@ -385,3 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             handler.close()
     print(json.dumps(summary))
     return 0
+
+
+if __package__ in (None, ""):  # run as a file: the ModelArts boot file (not python -m)
+    from msresnet import cli
+
+    sys.exit(cli.run(main, prog="msresnet job"))

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from msresnet.atomic import write_json
-from msresnet.storage.staging import CopyResult, StagingError, copy, copy_parallel, is_directory, parse_url
+from msresnet.storage.staging import (CopyResult, StagingError, copy, copy_parallel, is_directory,
+                                      parse_url)
 
 T = TypeVar("T")
 MARKER_PREFIX = ".msresnet-sync-"
@@ -175,67 +176,84 @@ def _finish_if_last(markers: Markers, expected_acks: int) -> None:
         markers.remove()
 
 
+def _run_as_owner(markers: Markers, token: str, action: Callable[[], T],
+                  summary: Callable[[T], dict] | None, world: int) -> OnceResult:
+    """Run the action, then tell the waiters how it went (done or failed marker)."""
+    for stale in (markers.done, markers.failed, *markers.acks()):
+        stale.unlink(missing_ok=True)
+    try:
+        value = action()
+    except BaseException as exc:
+        _write_json_atomic(markers.failed, {
+            "token": token, "pid": os.getpid(), "error": f"{type(exc).__name__}: {exc}"})
+        _finish_if_last(markers, world - 1)
+        raise
+    _write_json_atomic(markers.done, {
+        "token": token, "pid": os.getpid(), "summary": summary(value) if summary else None})
+    _finish_if_last(markers, world - 1)
+    return OnceResult(True, value, 0.0, markers.tag)
+
+
+def _verdict(markers: Markers, owner: dict[str, Any], world: int, what: str,
+             started: float) -> OnceResult | None:
+    """The owner's outcome once its done/failed marker is there (acknowledged), else None."""
+    for marker, ok in ((markers.done, True), (markers.failed, False)):
+        verdict = _read_json(marker)
+        if verdict and verdict.get("token") == owner.get("token"):
+            markers.ack(os.getpid()).touch()
+            _finish_if_last(markers, world - 1)
+            if not ok:
+                raise SyncError(f"process {verdict.get('pid')} failed while doing {what}: "
+                                f"{verdict.get('error')}")
+            return OnceResult(False, verdict.get("summary"), time.monotonic() - started,
+                              markers.tag)
+    return None
+
+
+def _wait_for_owner(markers: Markers, world: int, what: str, started: float, timeout: float,
+                    poll_interval: float) -> OnceResult | None:
+    """Poll until the owner's verdict (returned), or None when its lock is gone or
+    its process died (the caller competes for the lock again)."""
+    while True:
+        owner = _read_json(markers.lock)
+        if owner is None and not markers.lock.exists():
+            return None  # lock gone (stale lock taken over): try to become the owner
+        if owner is not None:
+            if (outcome := _verdict(markers, owner, world, what, started)) is not None:
+                return outcome
+            if owner.get("host") == socket.gethostname() and not _pid_alive(
+                    int(owner.get("pid", 0))):
+                # The owner died without a verdict: take its lock away (rename is
+                # atomic, so only one waiter wins) and compete for a fresh one.
+                _take_over(markers, owner)
+                return None
+        if time.monotonic() - started > timeout:
+            holder = f"process {owner.get('pid')}" if owner else "another process"
+            raise SyncTimeoutError(
+                f"waited {timeout:g} s for {holder} to finish {what}; no marker "
+                f"{markers.done.name} in {markers.folder}")
+        time.sleep(poll_interval)
+
+
 def once_per_node(name: tuple[str, ...], action: Callable[[], T], *,
                   lock_dir: str | os.PathLike[str], summary: Callable[[T], dict] | None = None,
                   timeout: float = 3600.0, poll_interval: float = 0.2,
                   job: str | None = None, world: int | None = None) -> OnceResult:
     """Run ``action`` in exactly one of the ``world`` processes that call this with
     the same ``name``; the others wait for it (at most ``timeout`` seconds)."""
-    job = job or job_id()
     world = world or local_world_size()
     folder = Path(lock_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    markers = Markers(folder, marker_tag(job, *name))
+    markers = Markers(folder, marker_tag(job or job_id(), *name))
     token = uuid.uuid4().hex
-    what = " -> ".join(name)
     started = time.monotonic()
     while True:
         if _try_lock(markers, token):
-            for stale in (markers.done, markers.failed, *markers.acks()):
-                stale.unlink(missing_ok=True)
-            try:
-                value = action()
-            except BaseException as exc:
-                _write_json_atomic(markers.failed, {
-                    "token": token, "pid": os.getpid(),
-                    "error": f"{type(exc).__name__}: {exc}"})
-                _finish_if_last(markers, world - 1)
-                raise
-            _write_json_atomic(markers.done, {
-                "token": token, "pid": os.getpid(),
-                "summary": summary(value) if summary else None})
-            _finish_if_last(markers, world - 1)
-            return OnceResult(True, value, 0.0, markers.tag)
-
-        # Someone else holds the lock: wait for its verdict.
-        while True:
-            owner = _read_json(markers.lock)
-            if owner is None and not markers.lock.exists():
-                break  # lock gone (stale lock taken over): try to become the owner
-            if owner is not None:
-                for marker, ok in ((markers.done, True), (markers.failed, False)):
-                    verdict = _read_json(marker)
-                    if verdict and verdict.get("token") == owner.get("token"):
-                        markers.ack(os.getpid()).touch()
-                        _finish_if_last(markers, world - 1)
-                        if not ok:
-                            raise SyncError(
-                                f"process {verdict.get('pid')} failed while doing {what}: "
-                                f"{verdict.get('error')}")
-                        return OnceResult(False, verdict.get("summary"),
-                                          time.monotonic() - started, markers.tag)
-                if owner.get("host") == socket.gethostname() and not _pid_alive(
-                        int(owner.get("pid", 0))):
-                    # The owner died without a verdict: take its lock away (rename is
-                    # atomic, so only one waiter wins) and compete for a fresh one.
-                    _take_over(markers, owner)
-                    break
-            if time.monotonic() - started > timeout:
-                holder = f"process {owner.get('pid')}" if owner else "another process"
-                raise SyncTimeoutError(
-                    f"waited {timeout:g} s for {holder} to finish {what}; no marker "
-                    f"{markers.done.name} in {folder}")
-            time.sleep(poll_interval)
+            return _run_as_owner(markers, token, action, summary, world)
+        outcome = _wait_for_owner(markers, world, " -> ".join(name), started, timeout,
+                                  poll_interval)
+        if outcome is not None:
+            return outcome
 
 
 @dataclass
