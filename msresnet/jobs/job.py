@@ -26,7 +26,8 @@ fsspec/s3fs otherwise):
 1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
    ``cifar-10-batches-bin/``, or the archive itself) is copied to
    ``<cache_dir>/input`` by one process per node (:func:`msresnet.storage.sync.sync_data`);
-2. :func:`msresnet.data.preparation.prepare_dataset` extracts/validates it into ``<cache_dir>/data``;
+2. :func:`msresnet.data.preparation.prepare_dataset` extracts/validates it into
+   ``<cache_dir>/data``;
 3. :func:`msresnet.training.train.train_and_evaluate` trains with
    ``output_dir = <cache_dir>/output``;
 4. rank 0 uploads that folder (checkpoints, ``best.ckpt``, history, ``train.log``,
@@ -222,8 +223,8 @@ def platform_note(environ: Mapping[str, str] | None = None) -> str:
 
 
 def find_dataset_source(staged: Path) -> Path:
-    """What to hand :func:`msresnet.data.preparation.prepare_dataset` in the staged input: the archive
-    itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
+    """What to hand :func:`msresnet.data.preparation.prepare_dataset` in the staged input:
+    the archive itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
     from msresnet.data.cifar10 import FOLDER_NAME, TRAIN_FILES
 
     if staged.is_file():
