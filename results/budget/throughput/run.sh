@@ -3,7 +3,7 @@
 # repository root on an idle machine; about 15 minutes on 2 cores).
 set -uo pipefail
 out=results/budget/throughput
-bench() { name=$1; shift; python -m msresnet.bench --batch-size 64 --modes graph --steps 5 --warmup 2 --json "$out/$name.json" "$@"; }
+bench() { name=$1; shift; python -m msresnet bench --batch-size 64 --modes graph --steps 5 --warmup 2 --json "$out/$name.json" "$@"; }
 bench isa --isa AVX2,AVX512_CORE,default
 bench batch-32 --isa AVX2 --batch-size 32
 bench batch-128 --isa AVX2 --batch-size 128
