@@ -49,7 +49,9 @@ module), and on a module this docstring does not name. The layers, first to last
   backend once), ``local_s3`` (the loopback S3 server), ``sync`` (one copy per node);
 * ``jobs``: ``job`` (a ModelArts-style job; it imports the training only when it
   runs), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
-  of the rank records; no training worker imports it);
+  of the rank records; no training worker imports it), ``doctor`` (``msresnet
+  doctor``: the machine checked for a profile before a long run, with a timed run
+  of training steps; it imports MindSpore and the training only when it runs);
 * ``deploy``: ``export`` (MINDIR, ONNX and INT8 exports of a checkpoint),
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
 * ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
@@ -71,6 +73,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
     "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",
     "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
+    "jobs.doctor",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "book.notebook", "book.reproduce", "book.results_page", "book.lab",
 })

@@ -1,0 +1,183 @@
+"""``msresnet doctor``: every check runs for real on the CPU profile; a GPU or Ascend
+profile on a machine without that device fails with one line, and the checks that
+need the device are skipped rather than failed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from msresnet import cli
+from msresnet.config import load_config
+from msresnet.jobs import doctor
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "data"
+needs_data = pytest.mark.skipif(not (DATA / "cifar-10-batches-bin").is_dir(),
+                                reason="CIFAR-10 is not prepared in data/")
+
+
+def _no_drivers(monkeypatch, tmp_path):
+    """No accelerator driver, whatever this machine has (the test means the absence)."""
+    monkeypatch.setattr(doctor, "DRIVER_SIGNS", {
+        "GPU": ("no-such-tool-nvidia-smi", tmp_path / "no-proc-nvidia"),
+        "Ascend": ("no-such-tool-npu-smi", tmp_path / "no-davinci")})
+
+
+def _lines(text: str, status: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(status)]
+
+
+@needs_data
+@pytest.mark.parametrize("profile, driver", [("gpu", "NVIDIA"), ("ascend", "Ascend")])
+def test_accelerator_profile_without_the_device_fails_with_one_line(
+        profile, driver, monkeypatch, tmp_path, capsys):
+    out_json = tmp_path / "doctor.json"
+    code = doctor.main(["--profile", profile, "--data_dir", str(DATA), "--json", str(out_json)])
+    out = capsys.readouterr().out
+    assert code == 1
+    failed = _lines(out, "FAIL")
+    assert failed == [f"FAIL  device: no {driver} driver here; {doctor.NO_DEVICE_FIX}"], out
+    record = json.loads(out_json.read_text())
+    status = {c["name"]: c["status"] for c in record["checks"]}
+    assert status == {"mindspore": "ok", "device": "FAIL", "toolkit": "skip", "msrun": "skip",
+                      "data": "ok", "speed": "skip"}
+    assert record["ok"] is False and record["failed"] == ["device"]
+    assert record["profile"] == profile and record["config"]["device_target"] in ("GPU", "Ascend")
+
+
+def test_a_present_driver_is_not_reported_missing(monkeypatch, tmp_path):
+    sign = tmp_path / "proc-nvidia-version"
+    sign.write_text("NVRM version: 535.00\n")
+    monkeypatch.setattr(doctor, "DRIVER_SIGNS", {"GPU": ("no-such-tool", sign)})
+    assert doctor.missing_device("GPU") is None
+    assert doctor.missing_device("CPU") is None
+    sign.unlink()
+    assert doctor.missing_device("GPU") == doctor.NO_DEVICE["GPU"]
+
+
+def test_missing_data_fails_with_the_prepare_command_and_skips_the_timing(tmp_path, capsys):
+    empty = tmp_path / "nothing-here"
+    code = doctor.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",
+                        "--batch_size", "8", "--json", str(tmp_path / "d.json")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert _lines(out, "FAIL") == [
+        f"FAIL  data: no dataset folder at {empty / 'cifar-10-batches-bin'}; "
+        f"run: msresnet prepare --root {empty}"], out
+    record = json.loads((tmp_path / "d.json").read_text())
+    status = {c["name"]: c["status"] for c in record["checks"]}
+    # everything but the data ran for real on this CPU
+    assert status == {"mindspore": "ok", "device": "ok", "toolkit": "ok", "msrun": "ok",
+                      "data": "FAIL", "speed": "skip"}
+    device = next(c for c in record["checks"] if c["name"] == "device")
+    assert "installed on platform [CPU] successfully" in device["details"]["run_check"]
+
+
+def test_the_build_check_reads_the_installed_wheel():
+    check, ms = doctor.check_mindspore()
+    assert check.status == doctor.OK and ms is not None
+    assert check.details["version"] == ms.__version__ == doctor.pinned_mindspore()
+    assert "CPU" in check.details["backends"]
+    # the GPU kernels the wheel ships: lib/plugin/libmindspore_gpu.so.<cuda>
+    plugin = Path(ms.__file__).parent / "lib" / "plugin"
+    assert check.details["cuda_builds"] == sorted(
+        p.name.rsplit(".so.", 1)[1] for p in plugin.glob("libmindspore_gpu.so.*"))
+    from mindspore.run_check._check_version import AscendEnvChecker
+    assert check.details["cann_accepted"] == list(AscendEnvChecker(None).version)
+
+
+def test_pinned_version_is_read_from_requirements(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy==1.26.4\nmindspore==2.10.0\nmindspore-lite==2.10.0\n")
+    assert doctor.pinned_mindspore(requirements) == "2.10.0"
+    assert doctor.pinned_mindspore(tmp_path / "absent.txt") is None
+
+
+@pytest.mark.parametrize("value, library, expected", [
+    (11060, "cuda", "11.6"), (11010, "cuda", "11.1"), (12020, "cuda", "12.2"),
+    (8500, "cudnn", "8.5"), (8906, "cudnn", "8.9"), (90100, "cudnn", "9.1"),
+])
+def test_nvidia_version_numbers(value, library, expected):
+    assert doctor.version_number(value, library) == expected
+
+
+def test_cann_version_is_read_as_mindspore_reads_it(tmp_path):
+    (tmp_path / "compiler").mkdir()
+    (tmp_path / "compiler" / "version.info").write_text("Version=8.5.0\nversion_dir=8.5\n")
+    assert doctor.cann_version(tmp_path) == "8.5"
+    assert doctor.cann_version(tmp_path / "missing") is None
+
+
+def test_cann_outside_the_accepted_versions_fails_naming_both(tmp_path, monkeypatch):
+    (tmp_path / "compiler").mkdir()
+    (tmp_path / "compiler" / "version.info").write_text("Version=7.0.0\n")
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    check = doctor.check_cann(["8.2", "9.1"])
+    assert check.status == doctor.FAIL
+    assert check.summary == "CANN 7.0; MindSpore accepts 8.2, 9.1" and "set_env.sh" in check.fix
+    assert doctor.check_cann(["7.0"]).status == doctor.OK
+
+
+def test_projection_is_the_profile_epoch_at_the_measured_speed():
+    config = load_config("cpu")
+    plan = doctor.projection(config, images_per_second=100.0, images=45_000)
+    assert plan["steps_per_epoch"] == 45_000 // 64 == 703
+    assert plan["epoch_seconds"] == round(703 * 64 / 100.0, 1)
+    assert plan["run_seconds"] == round(703 * 64 / 100.0 * config.epoch_size, 1)
+
+
+def test_accelerator_profiles_cite_the_intro_figures():
+    gpu, ascend = doctor.cited_figures(load_config("gpu")), doctor.cited_figures(load_config("ascend"))
+    assert [(c["ms_per_step"], c["run_minutes"], c["top1"]) for c in gpu] == [(69.0, 20.2, 91.37)]
+    assert (18.4, 6.0, 91.44) in [(c.get("ms_per_step"), c["run_minutes"], c["top1"])
+                                  for c in ascend]
+    intro = (REPO / "book" / "intro.md").read_text()
+    for figure in ("69 ms per step, 20.2 min", "18.4 ms per step, 6 min", "91.37 %", "91.44 %",
+                   "48 min 38 s", "93.87 %"):
+        assert figure in intro
+
+
+def test_the_cpu_reference_is_read_from_its_records():
+    metrics = json.loads((REPO / "results/cpu/metrics/04_train_eval.json").read_text())
+    (cited,) = doctor.cited_figures(load_config("cpu"))
+    assert cited["images_per_second"] == metrics["train_images_per_second"]
+    assert cited["run_minutes"] == round(metrics["train_seconds"] / 60, 1)
+    assert doctor.reference_run(Path("/nonexistent")) == []
+
+
+def test_bad_command_lines_are_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as exited:  # argparse's exit, passed through by cli.run
+        cli.main(["doctor", "--profile", "cpu", "--steps", "0"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "msresnet doctor: error: argument --steps: must be a positive integer, got '0'"
+    assert cli.main(["doctor", "--profile", "cpux"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown profile 'cpux'" in err[0] and "'cpu'" in err[0]
+
+
+@pytest.mark.slow
+@needs_data
+def test_cpu_profile_runs_every_check_and_a_timed_training_run(tmp_path):
+    out_json = tmp_path / "doctor.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "msresnet", "doctor", "--profile", "cpu", "--data_dir",
+         str(DATA), "--steps", "3", "--batch_size", "8", "--json", str(out_json)],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "FAIL" not in proc.stdout and proc.stdout.rstrip().endswith(f"wrote {out_json}")
+    record = json.loads(out_json.read_text())
+    assert record["ok"] and [c["status"] for c in record["checks"]] == ["ok"] * 6
+    speed = record["checks"][-1]["details"]
+    timing, plan = speed["timing"], speed["projection"]
+    assert timing["steps"] == 3 and timing["batch_size"] == 8
+    assert timing["images_per_second"] > 0 and timing["seconds"] > 0
+    assert plan["train_images"] == 45_000 and plan["steps_per_epoch"] == 703
+    assert plan["epoch_seconds"] == pytest.approx(703 * 64 / timing["images_per_second"], abs=0.1)
+    assert speed["cited"][0]["source"].startswith("the book's reference CPU run")
+    assert "timed at batch 8, not the profile's 64" in proc.stdout
