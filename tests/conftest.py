@@ -8,6 +8,9 @@ JupyterLab test therefore share this one.
 ``built_html``, ``base_url``, ``browser`` and ``book``: the built book served on
 loopback and one headless Chromium for it, shared by tests/test_browser.py and
 tests/test_classify_page.py.
+
+The ``needs`` marker (``tests/prerequisites.py``): a test that needs the prepared
+data, the local mirror or a chapter skips without it, and fails under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import browser_check
+from prerequisites import pytest_configure, pytest_runtest_setup  # noqa: F401  (the hooks)
 
 REPO = Path(__file__).resolve().parents[1]
 HTML = REPO / "_build" / "html"

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
+from msresnet.book.notebook import METRICS_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 from msresnet.book.reproduce import chapters
+from prerequisites import after_nbval
 
 # The figures each chapter records with record_metrics (at least these keys).
 EXPECTED_METRICS = {
@@ -50,7 +50,7 @@ def test_every_chapter_is_listed_here():
         "a chapter was added or renamed: list the metrics it records"
 
 
-@pytest.mark.skipif(not NBVAL_METRICS.is_dir(), reason="run by make nbval after the notebooks")
+@after_nbval(METRICS_DIR_VARIABLE, NBVAL_METRICS)  # there a missing folder fails, not skips
 def test_every_chapter_recorded_its_metrics_under_nbval():
     for name, keys in EXPECTED_METRICS.items():
         path = NBVAL_METRICS / f"{name}.json"

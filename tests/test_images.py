@@ -11,11 +11,12 @@ from msresnet.data import cifar10
 from msresnet.data.images import ImageError, fit_square, model_input, normalize, read_image
 from msresnet.paths import REPO_ROOT
 from msresnet.data.pipeline import create_dataset
+from prerequisites import needs_data
 
 DATA = REPO_ROOT / "data" / cifar10.FOLDER_NAME
 
 
-@pytest.mark.skipif(not (DATA / "test_batch.bin").is_file(), reason="run make data")
+@needs_data
 def test_model_input_is_the_evaluation_pipeline_bit_for_bit():
     count = 64
     pipeline = create_dataset(DATA, "test", count, training=False, num_samples=count)

@@ -20,6 +20,7 @@ from msresnet.data.cifar10 import (CLASSES, FOLDER_NAME, META_FILE, RECORD_BYTES
                               TRAIN_FILES)
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
+from prerequisites import chapter
 from s3server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, new_bucket_name, running_server
 
 SECRETS = (FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY)
@@ -271,13 +272,11 @@ def test_job_reports_a_staging_error_quickly(tmp_path, server):
 # ------------------------------------------------------------- the chapter notebook
 # What chapter 6 prints and writes when it runs (with recognisable fake credentials)
 # is checked on its one run in the test command, strict nbval: tests/test_nbval_outputs.py.
-NOTEBOOK = REPO_ROOT / "notebooks" / "06_obs_staging.ipynb"
+CHAPTER = "06_obs_staging"
 
 
 def test_stored_notebook_holds_no_credentials():
-    if not NOTEBOOK.exists():
-        pytest.skip("notebook 06 not written yet")
-    text = NOTEBOOK.read_text()
+    text = chapter(CHAPTER).read_text()  # renamed: skipped locally, failed under CI=true
     import re
 
     assert not re.search(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", text), "an access key id is stored"

@@ -12,22 +12,17 @@ command, so the check costs nothing extra.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
-import pytest
 
 from msresnet.book.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.paths import REPO_ROOT
 from msresnet.book.reproduce import chapters
+from prerequisites import after_nbval
 
 NBVAL_OUTPUTS = REPO_ROOT / "runs" / "nbval-outputs"
 CREDENTIALS = ("LOCAL_S3_ACCESS_KEY_ID", "LOCAL_S3_SECRET_ACCESS_KEY")
 JOB_FOLDER = REPO_ROOT / "runs" / "06_obs_staging"
 TEXT_SUFFIXES = (".log", ".json", ".yaml", ".csv", ".txt")
-pytestmark = pytest.mark.skipif(
-    not os.environ.get(NBVAL_OUTPUTS_VARIABLE)
-    or Path(os.environ[NBVAL_OUTPUTS_VARIABLE]).resolve() != NBVAL_OUTPUTS.resolve(),
-    reason="run by make nbval after the notebooks")
+pytestmark = after_nbval(NBVAL_OUTPUTS_VARIABLE, NBVAL_OUTPUTS)
 
 
 def test_the_run_kept_every_chapter_and_had_the_fake_credentials():

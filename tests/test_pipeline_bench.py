@@ -17,8 +17,7 @@ from msresnet.paths import DATA_ROOT
 from msresnet.experiments.pipeline_bench import GRIDS, PipelineBenchError, Setting
 
 DATA_DIR = DATA_ROOT / "cifar-10-batches-bin"
-needs_data = pytest.mark.skipif(not (DATA_DIR / "data_batch_1.bin").is_file(),
-                                reason=f"CIFAR-10 not prepared at {DATA_DIR} (run `make data`)")
+from prerequisites import needs_data  # noqa: E402  (skipped without the data; CI=true: failed)
 
 
 def test_sources_are_the_pipelines() -> None:

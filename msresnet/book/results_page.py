@@ -9,12 +9,15 @@ figures and numbers and a test can check that the page still matches them::
 
     msresnet results-page runs/cpu-reference --dest results/cpu --page book/results.md
 
-Nothing on the page is typed by hand: change the run, re-record it.
+Nothing on the page is typed by hand: change the run, re-record it. The page and
+the README row are laid out by the Jinja2 templates in ``msresnet/book/templates/``
+(installed as package data); this module reads the records and hands them the values.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -22,6 +25,8 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any, Sequence
+
+import jinja2
 
 from msresnet.atomic import write_text
 from msresnet.paths import in_repo
@@ -42,7 +47,8 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "05_checkpoint_sweep": ("Accuracy of every checkpoint on the images the run validated on "
                             "(chapter 5's sweep).",
                             "Confusion matrix of the chosen checkpoint on the test set.",
-                            "Test images the chosen checkpoint gets wrong (true / predicted label).",
+                            "Test images the chosen checkpoint gets wrong "
+                            "(true / predicted label).",
                             "A recorded run on 1,000 training images (results/sweep-pays) whose "
                             "chosen checkpoint beat the last (the same in every reproduction)."),
 }
@@ -59,8 +65,8 @@ def _load_run(run_dir: Path) -> dict[str, Any]:
     run = json.loads(run_file.read_text())
     failed = [e["name"] for e in run.get("notebooks", []) if e.get("status") != "ok"]
     if failed or not run.get("finished"):
-        raise ResultsError(f"{run_file}: the run did not finish cleanly "
-                           f"(failed: {', '.join(failed) or 'none'}, finished: {run.get('finished')})")
+        raise ResultsError(f"{run_file}: the run did not finish cleanly (failed: "
+                           f"{', '.join(failed) or 'none'}, finished: {run.get('finished')})")
     return run
 
 
@@ -89,7 +95,8 @@ def record(run_dir: Path, dest: Path) -> list[Path]:
     copy(run_dir / "run.json", dest / "run.json")
     copy(run_dir / "report.md", dest / "report.md")
     for entry in run["notebooks"]:
-        copy(run_dir / "metrics" / f"{entry['name']}.json", dest / "metrics" / f"{entry['name']}.json")
+        metrics = Path("metrics") / f"{entry['name']}.json"
+        copy(run_dir / metrics, dest / metrics)
     for chapter, captions in FIGURES.items():
         drawn = [f for e in run["notebooks"] if e["name"] == chapter for f in e.get("figures", [])]
         if len(drawn) != len(captions):
@@ -132,6 +139,35 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.2f}%"
+
+
+def _fixed(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}"
+
+
+def _unwrap(text: str) -> str:
+    """One Markdown line from a block the template wraps for reading: the page stores
+    each paragraph and table row on one line."""
+    return " ".join(line.strip() for line in text.strip().split("\n")) + "\n"
+
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The package's templates (``msresnet/book/templates``, installed as package data).
+
+    Undefined names raise instead of printing nothing, so a renamed record field is
+    an error, not a blank cell; block tags leave no blank lines of their own.
+    """
+    env = jinja2.Environment(loader=jinja2.PackageLoader("msresnet.book", "templates"),
+                             undefined=jinja2.StrictUndefined, autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(minutes=_minutes, percent=_percent, fixed=_fixed, unwrap=_unwrap,
+                       thousands="{:,}".format, metric=format_metric)
+    return env
+
+
 def _dataset(run: dict[str, Any]) -> str:
     """Which copy of CIFAR-10 the run read (``run.json``'s ``dataset``, from the
     folder's marker), or that the record predates the field."""
@@ -150,121 +186,59 @@ def _split_sizes(params: dict[str, Any]) -> tuple[int, int]:
     return held_out, params["train_samples"] or 50_000 - held_out
 
 
-def render_page(dest: Path, page: Path) -> str:
-    """The Markdown of the results page, from the records under ``dest``."""
-    dest, page = Path(dest), Path(page)
+def _facts(dest: Path) -> dict[str, Any]:
+    """What the page and the README row both show, read once from ``dest/run.json``."""
     run = _load_run(dest)
-    history = json.loads((dest / "train" / "history.json").read_text())
-    best = json.loads((dest / "train" / "best.json").read_text())
     entries = {e["name"]: e for e in run["notebooks"]}
-    train = entries["04_train_eval"]["metrics"]
-    sweep = entries["05_checkpoint_sweep"]["metrics"]
     params = run["parameters"]
-    machine = run["machine"]
-    rel = Path(os.path.relpath(dest, page.parent)).as_posix()
     held_out, train_images = _split_sizes(params)
-    eval_images = params["eval_samples"] or 10_000
-    valid_images = min(params["eval_samples"] or held_out, held_out)
-    if held_out and "test_top1" in sweep:
-        reached = [
-            f"| test top-1 of the chosen checkpoint ({eval_images:,} test images) | "
-            f"**{100 * sweep['test_top1']:.2f}%** (epoch {sweep['best_epoch']}) |",
-            f"| last checkpoint's test top-1 | {100 * sweep['last_test_top1']:.2f}% |",
-            f"| chosen by | the sweep's best top-1 on {valid_images:,} held-out training images "
-            f"(`valid_split` {held_out:,}, seed {params.get('seed')}): "
-            f"{100 * sweep['best_top1']:.2f}% (top-5 {100 * sweep['best_top5']:.2f}%) |",
-        ]
-    else:
-        reached = [
-            f"| best top-1 (sweep, {eval_images:,} test images; chosen on the test set) | "
-            f"**{100 * sweep['best_top1']:.2f}%** "
-            f"(epoch {sweep['best_epoch']}; top-5 {100 * sweep['best_top5']:.2f}%) |",
-            f"| last checkpoint's top-1 | {100 * sweep['last_top1']:.2f}% |",
-        ]
+    return {"run": run, "params": params, "machine": run["machine"], "entries": entries,
+            "train": entries["04_train_eval"]["metrics"],
+            "sweep": entries["05_checkpoint_sweep"]["metrics"],
+            "held_out": held_out, "train_images": train_images,
+            "started": min(e["started"] for e in run["notebooks"]),
+            "finished": max(e["finished"] for e in run["notebooks"]),
+            "total_seconds": sum(e["seconds"] for e in run["notebooks"])}
 
-    lines = [
-        "(results)=",
-        "# Results: the reference CPU run",
-        "",
-        "<!-- Written by `msresnet results-page` from the files in "
-        f"`{Path(os.path.relpath(dest, page.parent.parent)).as_posix()}/`; do not edit by hand. -->",
-        "",
-        f"This page is the `{run['profile']}` profile reproduced end to end by the book's own "
-        "command on a small CPU machine: chapter 1 prepared the data, chapter 4 trained and "
-        "validated ResNet50, chapter 5 swept every checkpoint. The numbers and figures below "
-        "are the run's own records, copied into the repository by "
-        "`msresnet results-page`; nothing is redrawn or retyped.",
-        "",
-        "```bash",
-        run["command"],
-        shlex.join(["msresnet", "results-page", out_folder(run),
-                    "--dest", "results/cpu", "--page", "book/results.md"]),
-        "```",
-        "",
-        "## Where and when",
-        "",
-        "| | |",
-        "| --- | --- |",
-        f"| machine | {machine['cpu_model']}, {machine['cpu_count']} cores, {machine['platform']} |",
-        f"| software | MindSpore {run['versions']['mindspore']}, Python {run['versions'].get('python', '?')}, "
-        f"NumPy {run['versions'].get('numpy', '?')} |",
-        f"| device and mode | {run['device']['device_target']}, {run['device']['mode']} mode, "
-        f"{'float32' if params['amp_level'] == 'O0' else params['amp_level']} |",
-        f"| started / finished (UTC) | {min(e['started'] for e in run['notebooks'])} / "
-        f"{max(e['finished'] for e in run['notebooks'])} |",
-        f"| git commit | `{run['git']['commit'][:12]}`"
-        f"{' (with uncommitted changes)' if run['git'].get('dirty') else ''} |",
-        f"| CIFAR-10 archive | {_dataset(run)} |",
-        "",
-        "## What it reached",
-        "",
-        "| | |",
-        "| --- | --- |",
-        *reached,
-        f"| training | {params['epoch_size']} epochs x {train_images:,} images, batch "
-        f"{params['batch_size']}, {train['steps']} steps, lr {params['lr_schedule']} "
-        f"{params['lr_init']} -> {params['lr_max']} -> {params['lr_end']} |",
-        f"| training time | {_minutes(train['train_seconds'])} at "
-        f"{train['train_images_per_second']:.1f} images/s |",
-        f"| validation time | {_minutes(train['eval_seconds'])} at "
-        f"{train['eval_images_per_second']:.0f} images/s |",
-        f"| sweep | {sweep['checkpoints']} checkpoints, {sweep['seconds_per_checkpoint']:.0f} s each |",
-        f"| whole reproduction | {_minutes(sum(e['seconds'] for e in run['notebooks']))} "
-        "(the chapters' own times) |",
-        "",
-        "For scale: the recipe this book follows trains 90 epochs at 224x224 and reaches "
-        "91-94% top-1 on Ascend and GPU (cited figures, see the README's reproduction table). "
-        f"This run trains {params['epoch_size']} epochs at {params['image_size']}x"
-        f"{params['image_size']} on a {machine['cpu_count']}-core CPU: it shows the whole loop "
-        "(data, fused training and validation, checkpoints, sweep) working on the real data "
-        "in well under an hour, far from convergence.",
-        "",
-        "## Per epoch (chapter 4's history)",
-        "",
-        "| epoch | step | lr | train loss | val loss | val top-1 | val top-5 | train s | images/s |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in history:
-        lines.append(f"| {r['epoch']} | {r['step']} | {r['lr']:.5f} | {r['train_loss']:.4f} | "
-                     f"{r['val_loss']:.4f} | {100 * r['val_top1']:.2f}% | {100 * r['val_top5']:.2f}% | "
-                     f"{r['train_seconds']:.0f} | {r['images_per_second']:.1f} |")
-    lines += ["", f"Best checkpoint: `{best['source']}` ({best.get('selected_by', '')}).", "",
-              "## Figures", ""]
-    for chapter, captions in FIGURES.items():
-        for figure, caption in zip(entries[chapter].get("figures", []), captions):
-            lines += [f"```{{figure}} {rel}/{figure}", f":alt: {caption}", "", caption, "```", ""]
-    lines += ["## Every recorded metric", "", "| chapter | metric | value |", "| --- | --- | --- |"]
-    for entry in run["notebooks"]:
-        for key, value in sorted(entry["metrics"].items()):
-            lines.append(f"| {entry['name']} | `{key}` | {format_metric(value)} |")
-    skipped = [e["name"] for e in run["notebooks"] if e.get("skipped")]
-    if skipped:
-        lines += ["", f"Chapters {', '.join(skipped)} were completed by an earlier invocation of "
-                  "the same command and skipped by `--resume` in the one recorded here; their "
-                  "times and metrics are the earlier invocation's."]
-    lines += ["", "Seconds per chapter: " + ", ".join(
-        f"{e['name']} {e['seconds']:.0f} s" for e in run["notebooks"]) + "."]
-    return "\n".join(lines) + "\n"
+
+def _page_context(dest: Path, page: Path) -> dict[str, Any]:
+    """Everything ``templates/results.md.j2`` shows, from the records under ``dest``."""
+    facts = _facts(dest)
+    run, params, sweep = facts["run"], facts["params"], facts["sweep"]
+    held_out = facts["held_out"]
+    figures_dir = Path(os.path.relpath(dest, page.parent)).as_posix()
+    versions = run["versions"]
+    best = json.loads((dest / "train" / "best.json").read_text())
+    return {
+        **facts,
+        "records": Path(os.path.relpath(dest, page.parent.parent)).as_posix(),
+        "results_command": shlex.join(["msresnet", "results-page", out_folder(run), "--dest",
+                                       "results/cpu", "--page", "book/results.md"]),
+        "versions": {"mindspore": versions["mindspore"], "python": versions.get("python", "?"),
+                     "numpy": versions.get("numpy", "?")},
+        "precision": "float32" if params["amp_level"] == "O0" else params["amp_level"],
+        "dirty": bool(run["git"].get("dirty")),
+        "dataset": _dataset(run),
+        "chose_on_held_out": bool(held_out and "test_top1" in sweep),
+        "eval_images": params["eval_samples"] or 10_000,
+        "valid_images": min(params["eval_samples"] or held_out, held_out),
+        "seed": params.get("seed"),
+        "history": json.loads((dest / "train" / "history.json").read_text()),
+        "best": best,
+        "best_selected_by": best.get("selected_by", ""),
+        "figures": [(f"{figures_dir}/{figure}", caption)
+                    for chapter, captions in FIGURES.items()
+                    for figure, caption in zip(facts["entries"][chapter].get("figures", []),
+                                               captions)],
+        "skipped": [e["name"] for e in run["notebooks"] if e.get("skipped")],
+    }
+
+
+def render_page(dest: Path, page: Path) -> str:
+    """The Markdown of the results page, from the records under ``dest``
+    (``templates/results.md.j2``)."""
+    dest, page = Path(dest), Path(page)
+    return _templates().get_template("results.md.j2").render(_page_context(dest, page))
 
 
 README_ROW_START = "| CPU, 2 cores (the results page) |"
@@ -272,40 +246,22 @@ README_ROW_START = "| CPU, 2 cores (the results page) |"
 
 
 def readme_row(dest: Path) -> str:
-    """The README's reproduction-table row for the run recorded under ``dest``.
+    """The README's reproduction-table row for the run recorded under ``dest``
+    (``templates/readme_row.md.j2``).
 
     Every figure comes from the records (``run.json``, ``train/history.json``,
     ``train/test.json``), so the README cannot drift from them;
     ``tests/test_results_page.py`` checks the committed row.
     """
     dest = Path(dest)
-    run = _load_run(dest)
-    entries = {e["name"]: e for e in run["notebooks"]}
-    train = entries["04_train_eval"]["metrics"]
-    params, machine = run["parameters"], run["machine"]
-    held_out, train_images = _split_sizes(params)
-    day = max(e["finished"] for e in run["notebooks"])[:10]
-    total = sum(e["seconds"] for e in run["notebooks"])
-    where = (f"measured on {machine['cpu_count']} cores ({machine['cpu_model']}, {day}, "
-             f"recorded in `{in_repo(dest)}/`)")
+    facts = _facts(dest)
     test_path = dest / "train" / "test.json"
-    if held_out and test_path.is_file():
-        test = json.loads(test_path.read_text())
-        chosen, last = test["chosen"], test["last"]
-        same = ("the last checkpoint was the chosen one" if chosen.get("source") == last["file"]
-                else f"the last checkpoint: {100 * last['top1']:.2f}%")
-        reached = (f"{100 * chosen['top1']:.2f}% top-1 on the {test['evaluated_on']['images']:,} "
-                   f"test images for the checkpoint chosen on {held_out:,} held-out training "
-                   f"images ({100 * chosen['valid_top1']:.2f}% there; {same})")
-    else:
-        sweep = entries["05_checkpoint_sweep"]["metrics"]
-        reached = f"{100 * sweep['best_top1']:.2f}% top-1, chosen on the test set"
-    return (f"{README_ROW_START} `{run['command']}` | {where}: {reached}, after "
-            f"{params['epoch_size']} epochs of {train_images:,} images (batch "
-            f"{params['batch_size']}); {_minutes(total)} in all, of which "
-            f"{_minutes(train['train_seconds'])} training at "
-            f"{train['train_images_per_second']:.1f} images/s. Chapter 10 shows what limits "
-            "it and what each budget trick changed |")
+    test = (json.loads(test_path.read_text())
+            if facts["held_out"] and test_path.is_file() else None)
+    context = {**facts, "row_start": README_ROW_START, "records": in_repo(dest), "test": test,
+               "chosen_was_last": bool(test) and
+               test["chosen"].get("source") == test["last"]["file"]}
+    return _templates().get_template("readme_row.md.j2").render(context).rstrip("\n")
 
 
 def write_readme_row(dest: Path, readme: Path) -> Path:
