@@ -18,6 +18,7 @@ import pytest
 from mindspore import nn
 
 from msresnet.training import checkpoints as ck
+from msresnet.training import selection as sel
 from msresnet.training import sweep as sw
 
 CLASSES = 10
@@ -99,12 +100,8 @@ def test_sweep_stops_on_a_checkpoint_of_another_model(run_dir):
         sw.sweep(run_dir, make_evaluator())
 
 
-def test_select_best_prefers_top1_then_loss_then_earlier():
-    rec = lambda e, t, l: sw.SweepRecord(f"f{e}", e, e, t, 1.0, l, 0.0)  # noqa: E731
-    assert sw.select_best([rec(1, 0.5, 1.0), rec(2, 0.6, 2.0), rec(3, 0.4, 0.1)]).epoch == 2
-    assert sw.select_best([rec(1, 0.6, 1.0), rec(2, 0.6, 0.9)]).epoch == 2
-    assert sw.select_best([rec(1, 0.6, 1.0), rec(2, 0.6, 1.0)]).epoch == 1
-    assert sw.select_best([]) is None
+ON = {"split": "valid", "images": 64, "sha256": "ab" * 32, "folder": "/data/cifar-10-batches-bin",
+      "held_out": 512, "seed": 1}
 
 
 def test_sweep_csv_holds_every_record_and_replaces_the_file_whole(tmp_path):
@@ -112,19 +109,43 @@ def test_sweep_csv_holds_every_record_and_replaces_the_file_whole(tmp_path):
                for e in (1, 2)]
     path = tmp_path / "sweep.csv"
     path.write_text("an older sweep\n")
-    assert sw.SweepResult(records).write_csv(path) == path
+    assert sw.SweepResult(records, evaluated_on=ON).write_csv(path) == path
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert rows == [{k: str(v) for k, v in r.to_dict().items()} for r in records]
+    assert [{k: row[k] for k in sw.SWEEP_FIELDS} for row in rows] == \
+        [{k: str(v) for k, v in r.to_dict().items()} for r in records]
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.csv"]  # no temporary file left
+
+
+def test_sweep_csv_names_the_images_every_row_was_scored_on(tmp_path):
+    """A table read alone says which data it scored (before, nothing in sweep.csv did)."""
+    records = [sw.SweepRecord("resnet50-1_4.ckpt", 1, 4, 0.5, 0.9, 1.0, 1.5)]
+    sw.SweepResult(records, evaluated_on=ON).write_csv(tmp_path / "sweep.csv")
+    with open(tmp_path / "sweep.csv", newline="") as handle:
+        [row] = list(csv.DictReader(handle))
+    assert (row["split"], row["images"], row["images_sha256"], row["data_folder"]) == \
+        ("valid", "64", "ab" * 32, "/data/cifar-10-batches-bin")
+
+
+def test_a_sweep_on_another_data_folder_names_its_tables_apart():
+    other = {**ON, "folder": "/elsewhere/copy/cifar-10-batches-bin"}
+    own = sw.SweepResult([], evaluated_on=ON)
+    assert (own.named(sw.SWEEP_CSV), own.named("test.json")) == ("sweep.csv", "test.json")
+    moved = sw.SweepResult([], evaluated_on=other, overrides={"data_dir": ["/data", "copy"]})
+    assert (moved.named(sw.SWEEP_CSV), moved.named("test.json")) == \
+        ("sweep-copy.csv", "test-copy.json")
+    odd = sw.SweepResult([], evaluated_on={**ON, "folder": "/x/my copy!"},
+                         overrides={"data_dir": ["/data", "/x/my copy!"]})
+    assert odd.named(sw.SWEEP_CSV) == "sweep-my_copy_.csv"
 
 
 def test_promote_best_copies_file_and_record(run_dir):
     result = sw.sweep(run_dir, make_evaluator())
     best = result.best
-    record = sw.promote_best(run_dir, best)
+    record = sel.promote_best(run_dir, best)
     assert (run_dir / ck.BEST_CKPT).read_bytes() == (run_dir / best.file).read_bytes()
     assert json.loads((run_dir / ck.BEST_JSON).read_text()) == record
+    assert record["file_sha256"] == sel.file_sha256(run_dir / best.file)
     assert record["source"] == best.file and record["top1"] == round(best.top1, 6)
     assert not list(run_dir.glob("*.part.*"))
 
@@ -170,7 +191,7 @@ def images_folder(root, order=None):
 
 
 def test_evaluation_images_tell_copies_and_prefixes_apart(tmp_path):
-    from msresnet.data.cifar10 import evaluation_images, same_images_as
+    from msresnet.data.identity import evaluation_images, same_images_as
     a = images_folder(tmp_path / "a")
     b = images_folder(tmp_path / "b", order=[1, 0, 2, 3, 4, 5])
     first4, all6 = evaluation_images(a, 4), evaluation_images(a)
@@ -182,31 +203,132 @@ def test_evaluation_images_tell_copies_and_prefixes_apart(tmp_path):
 
 
 def test_promote_best_refuses_a_choice_made_on_other_images(run_dir, tmp_path):
-    from msresnet.data.cifar10 import evaluation_images
+    from msresnet.data.identity import evaluation_images
     result = sw.sweep(run_dir, make_evaluator())
-    first = sw.promote_best(run_dir, result.records[0], "training",
+    first = sel.promote_best(run_dir, result.records[0], "training",
                             evaluation_images(images_folder(tmp_path / "a"), 4))
     before = ((run_dir / ck.BEST_JSON).read_bytes(), (run_dir / ck.BEST_CKPT).read_bytes())
     other = evaluation_images(images_folder(tmp_path / "b", order=[5, 4, 3, 2, 1, 0]))
-    with pytest.raises(sw.SelectionError, match="--replace-best") as error:
-        sw.promote_best(run_dir, result.records[2], "sweep", other)
+    with pytest.raises(sel.SelectionError, match="--replace-best") as error:
+        sel.promote_best(run_dir, result.records[2], "sweep", other)
     assert "4 test images of" in str(error.value) and "6 test images of" in str(error.value)
     assert ((run_dir / ck.BEST_JSON).read_bytes(), (run_dir / ck.BEST_CKPT).read_bytes()) == before
-    with pytest.raises(sw.SelectionError):  # a choice that does not say its images
-        sw.promote_best(run_dir, result.records[2], "sweep", None)
+    with pytest.raises(sel.SelectionError):  # a choice that does not say its images
+        sel.promote_best(run_dir, result.records[2], "sweep", None)
 
     # Explicitly: replaced, and the earlier choice kept beside it.
-    sw.promote_best(run_dir, result.records[2], "sweep", other, replace=True)
+    sel.promote_best(run_dir, result.records[2], "sweep", other, replace=True)
     assert json.loads((run_dir / "best.previous.json").read_text()) == first
     assert (run_dir / "best.previous.ckpt").read_bytes() == before[1]
     assert json.loads((run_dir / ck.BEST_JSON).read_text())["evaluated_on"] == other
 
 
 def test_promote_best_replaces_a_choice_made_on_a_prefix_of_the_same_images(run_dir, tmp_path):
-    from msresnet.data.cifar10 import evaluation_images
+    from msresnet.data.identity import evaluation_images
     folder = images_folder(tmp_path / "a")
     result = sw.sweep(run_dir, make_evaluator())
-    first = sw.promote_best(run_dir, result.records[0], "training", evaluation_images(folder, 4))
-    best = sw.promote_best(run_dir, result.records[1], "sweep", evaluation_images(folder))
+    first = sel.promote_best(run_dir, result.records[0], "training", evaluation_images(folder, 4))
+    best = sel.promote_best(run_dir, result.records[1], "sweep", evaluation_images(folder))
     assert best["source"] == result.records[1].file
     assert json.loads((run_dir / "best.previous.json").read_text()) == first
+
+
+# ----------------------------------------------------------------- msresnet sweep on a trained run
+
+SMALL = {"train_samples": 64, "eval_samples": 32, "epoch_size": 2}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A smoke run of 2 epochs (2 steps each), validated on 32 held-out images."""
+    from msresnet.paths import REPO_ROOT
+    from msresnet.training.train import train_and_evaluate
+
+    folder = tmp_path_factory.mktemp("sweep") / "run"
+    train_and_evaluate("smoke", {**SMALL, "data_dir": str(REPO_ROOT / "data"),
+                                 "output_dir": str(folder)}, progress=False)
+    return folder
+
+
+def copy_of(trained, tmp_path):
+    import shutil
+    return shutil.copytree(trained, tmp_path / "run")
+
+
+def cut_in_half(path) -> None:
+    data_bytes = path.read_bytes()
+    path.write_bytes(data_bytes[: len(data_bytes) // 2])
+
+
+def best_files(folder) -> tuple[bytes, bytes]:
+    return (folder / ck.BEST_JSON).read_bytes(), (folder / ck.BEST_CKPT).read_bytes()
+
+
+def sweep_main(run, *args) -> int:
+    return sw.main([str(run), "--eval_samples", str(SMALL["eval_samples"]), *args])
+
+
+@pytest.mark.slow
+def test_sweep_keeps_an_intact_best_when_its_epochs_file_is_damaged(trained, tmp_path):
+    """Issue 28: the chosen epoch's periodic file cut in half; before, the sweep skipped
+    it, then replaced the intact best.ckpt/best.json with a worse epoch (exit 0)."""
+    run = copy_of(trained, tmp_path)
+    best = json.loads((run / ck.BEST_JSON).read_text())
+    before = best_files(run)
+    cut_in_half(run / best["source"])
+    assert sweep_main(run) == 0
+    assert best_files(run) == before
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert [s["file"] for s in swept["skipped"]] == [best["source"]]
+    assert swept["kept"] == best and "promoted" not in swept
+    assert swept["standing"]["how"].startswith("trusted")
+    tested = json.loads((run / "test.json").read_text())
+    assert tested["chosen"]["epoch"] == best["epoch"] and tested == swept["test"]
+    assert best["source"] in [s["file"] for s in tested["skipped"]]
+
+
+@pytest.mark.slow
+def test_sweep_tests_the_last_readable_checkpoint_when_the_last_is_damaged(trained, tmp_path):
+    """Issue 28: before, the sweep warned it would skip the last file, then failed on it
+    in the test step (exit 2, no sweep.json, no test.json)."""
+    run = copy_of(trained, tmp_path)
+    first, last = ck.list_checkpoints(run)
+    cut_in_half(last.path)
+    assert sweep_main(run) == 0
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    tested = json.loads((run / "test.json").read_text())
+    assert [s["file"] for s in swept["skipped"]] == [last.name]
+    assert [r["file"] for r in swept["records"]] == [first.name]
+    assert tested["last"]["file"] == first.name and tested["last"]["newer_skipped"] == [last.name]
+    assert [s["file"] for s in tested["skipped"]] == [last.name]
+
+
+@pytest.mark.slow
+def test_sweep_on_other_data_writes_its_table_beside_the_runs_own(trained, tmp_path):
+    """Issue 28: the same folder spelled another way is no override; another folder's
+    scores go to sweep-<name>.csv (and test-<name>.json), never over sweep.csv."""
+    from msresnet.data.cifar10 import FOLDER_NAME
+    from msresnet.paths import REPO_ROOT
+
+    run = copy_of(trained, tmp_path)
+    own = REPO_ROOT / "data" / FOLDER_NAME
+    assert sweep_main(run, "--data_dir", f"{own}/", "--no-promote") == 0
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert swept["overrides"] == {} and swept["table"] == sw.SWEEP_CSV
+    table = (run / sw.SWEEP_CSV).read_bytes()
+    assert str(own.resolve()).encode() in table  # the rows name their data folder
+    tested = (run / "test.json").read_bytes()
+
+    other = tmp_path / "copy" / FOLDER_NAME  # a second folder (the files linked)
+    other.mkdir(parents=True)
+    for item in own.iterdir():
+        (other / item.name).symlink_to(item)
+    assert sweep_main(run, "--data_dir", str(tmp_path / "copy"), "--no-promote") == 0
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert swept["overrides"]["data_dir"][1] == str(tmp_path / "copy")
+    assert swept["table"] == "sweep-copy.csv"
+    assert (run / sw.SWEEP_CSV).read_bytes() == table and (run / "test.json").read_bytes() == tested
+    with open(run / "sweep-copy.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["data_folder"] for row in rows} == {str(other)}
+    assert json.loads((run / "test-copy.json").read_text())["evaluated_on"]["folder"] == str(other)

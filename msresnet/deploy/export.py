@@ -37,7 +37,7 @@ from msresnet.atomic import write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config, load_config
 from msresnet.data.download import sha256  # also imported from here by the tests
-from msresnet.training.final_test import read_test
+from msresnet.training.selection import read_test
 from msresnet.model.resnet import resnet50
 from msresnet.training.train import CONFIG_FILE
 

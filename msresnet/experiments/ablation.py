@@ -155,7 +155,7 @@ def _evaluate(row: Row, run_dir: Path) -> dict[str, Any]:
 def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, Any]:
     """Score ``row`` from its run folder and write ``<records>/<row>/row.json`` (+ run files)."""
     from msresnet.training.callbacks import read_history
-    from msresnet.training.final_test import read_test
+    from msresnet.training.selection import read_test
 
     run_dir = runs / row.run_name
     history = read_history(run_dir)

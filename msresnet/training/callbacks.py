@@ -9,8 +9,8 @@ the validation pass it runs *inside* the epoch, then ``on_train_epoch_end`` (whe
   one line per epoch in notebooks and logs.
 * :class:`AtomicCheckpoint`: ``ModelCheckpoint``'s job (same ``CheckpointConfig``,
   same file names) with atomic writes and the epoch/global step recorded in the file.
-* :class:`BestCheckpoint`: ``best.ckpt`` + ``best.json`` whenever validation top-1
-  improves (and only then).
+* :class:`BestCheckpoint`: ``best.ckpt`` + ``best.json`` whenever validation
+  improves under the choice rule of :mod:`msresnet.training.selection` (and only then).
 * :class:`EpochHistory`: per-epoch train loss, validation metrics, LR, seconds and
   images/s, written to ``history.json`` and ``history.csv`` after every epoch.
 * :class:`StopAfterEpoch`: ends training after an epoch, to simulate an interruption.
@@ -36,9 +36,11 @@ import numpy as np
 from mindspore.train import Callback, CheckpointConfig
 from tqdm import tqdm
 
-from msresnet.atomic import copy_file, write_csv, write_json
-from msresnet.training.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, checkpoint_name, choice_key,
-                                  prune_checkpoints, save_atomic)
+from msresnet.atomic import write_csv, write_json
+from msresnet.training.checkpoints import (BEST_CKPT, PREFIX, checkpoint_name, prune_checkpoints,
+                                           save_atomic)
+from msresnet.training.selection import (keep_previous_best, rank_key, read_best, same_images,
+                                         write_best)
 
 log = logging.getLogger("msresnet.training.train")
 
@@ -253,17 +255,19 @@ class AtomicCheckpoint(_StepCounter):
 
 
 class BestCheckpoint(_StepCounter):
-    """``best.ckpt`` and ``best.json`` whenever validation improves: a higher top-1,
-    or the same top-1 at a lower loss (the sweep's rule, ``checkpoints.choice_key``).
+    """``best.ckpt`` and ``best.json`` whenever validation improves, under the sweep's
+    rule (:func:`msresnet.training.selection.rank_key`: a higher top-1, or the same
+    top-1 at a lower loss; a full tie keeps the earlier epoch).
 
-    The record names the epoch, global step, top-1, top-5, loss, the periodic
-    checkpoint saved at the same epoch (``source``, or null when that epoch had
-    none) and the validation images (``evaluated_on``, from
-    :func:`msresnet.data.cifar10.evaluation_images`), so that a later selection can tell
-    whether it scored the same images. An existing ``best.json`` (a resumed run)
-    sets the bar to beat when it was chosen on the same images, so a resumed run
-    never replaces a better earlier model with a worse one; one chosen on other
-    images is no bar (its top-1 measures something else) and is kept as
+    The record (:func:`msresnet.training.selection.write_best`) names the epoch,
+    global step, scores, the periodic checkpoint saved at the same epoch (``source``,
+    or null when that epoch had none) and the validation images (``evaluated_on``,
+    from :func:`msresnet.data.identity.evaluation_images`), so that a later selection
+    can tell whether it scored the same images. An existing ``best.json`` (a resumed
+    run) sets the bar to beat when it was chosen on the same images
+    (:func:`msresnet.training.selection.same_images`), so a resumed run never
+    replaces a better earlier model with a worse one; one chosen on other images is
+    no bar (its top-1 measures something else) and is kept as
     ``best.previous.json``/``.ckpt`` when replaced.
     """
 
@@ -276,64 +280,38 @@ class BestCheckpoint(_StepCounter):
         self.evaluated_on = dict(evaluated_on) if evaluated_on else None
         self.best: dict[str, Any] | None = read_best(self.directory)
         self._keep_previous = False
-        if self.best is not None and self.best.get("evaluated_on") != self.evaluated_on:
+        if self.best is not None and not same_images(self.best.get("evaluated_on"),
+                                                     self.evaluated_on):
             self.best, self._keep_previous = None, True
 
-    def _beats_best(self, record: Mapping[str, Any]) -> bool:
-        """The sweep's rule (``checkpoints.choice_key``) on the rounded values both
-        records hold; a bar without a loss (an older record) keeps a tied top-1."""
+    def _beats_best(self, epoch: int, step: int, metrics: Mapping[str, float]) -> bool:
+        """The choice rule against the bar (a bar without a loss keeps a tied top-1)."""
         if self.best is None:
             return True
-        best_loss = self.best.get("loss")
-        return choice_key(record["top1"], record["loss"]) > choice_key(
-            float(self.best["top1"]), math.nan if best_loss is None else float(best_loss))
+        best = self.best
+        return rank_key(metrics["top1"], metrics["loss"], epoch, step) > rank_key(
+            float(best["top1"]), best.get("loss"), best.get("epoch") or 0, best.get("step") or 0)
 
     def on_train_epoch_end(self, run_context: Any) -> None:
         cb_params = run_context.original_args()
         metrics = eval_metrics(cb_params)
         if metrics is None:
             return
-        epoch = int(cb_params.cur_epoch_num)
+        epoch, step = int(cb_params.cur_epoch_num), self.global_step(cb_params)
+        if not self._beats_best(epoch, step, metrics):
+            return
         source = None
         if self.checkpoints is not None and self.checkpoints.latest_epoch == epoch:
             source = self.checkpoints.latest.name
-        record = {"epoch": epoch, "step": self.global_step(cb_params),
-                  "top1": _rounded(metrics["top1"]), "top5": _rounded(metrics["top5"]),
-                  "loss": _rounded(metrics["loss"]), "source": source,
-                  "selected_by": "validation during training", "evaluated_on": self.evaluated_on}
-        if not self._beats_best(record):
-            return
         if self._keep_previous:
             keep_previous_best(self.directory)
             self._keep_previous = False
         save_atomic(cb_params.network, self.directory / BEST_CKPT,
-                    {"epoch_num": epoch, "step_num": record["step"]})
-        write_json(self.directory / BEST_JSON, record)
-        self.best = record
+                    {"epoch_num": epoch, "step_num": step})
+        self.best = write_best(self.directory, epoch=epoch, step=step, **metrics, source=source,
+                               selected_by="validation during training",
+                               evaluated_on=self.evaluated_on)
         log.info("new best top-1 %.4f at epoch %s -> %s", metrics["top1"], epoch, BEST_CKPT)
-
-
-def keep_previous_best(directory: str | os.PathLike[str]) -> list[Path]:
-    """Copy ``best.json``/``best.ckpt`` to ``best.previous.*`` before they are replaced.
-
-    A selection replaced by one made on other data (or by an explicit choice)
-    stays beside it, so nothing is lost by replacing it. Returns the copies made.
-    """
-    directory = Path(directory)
-    kept = []
-    for name in (BEST_JSON, BEST_CKPT):
-        if (directory / name).is_file():
-            target = directory / name.replace("best.", "best.previous.", 1)
-            kept.append(copy_file(directory / name, target))
-    return kept
-
-
-def read_best(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The record in ``directory/best.json``, or None."""
-    path = Path(directory) / BEST_JSON
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())
 
 
 class EpochHistory(_StepCounter):

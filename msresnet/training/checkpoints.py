@@ -40,6 +40,7 @@ from msresnet.atomic import atomic_path
 PREFIX = "resnet50"
 BEST_CKPT = "best.ckpt"
 BEST_JSON = "best.json"
+# What best.json holds, and who writes it, is msresnet.training.selection's.
 # Temporary files (msresnet.atomic.partial_path) are ``<stem>.part<suffix>``, e.g.
 # ``resnet50-3_8.part.ckpt``: they keep the ``.ckpt`` suffix (``mindspore.save_checkpoint``
 # appends one otherwise) but never match the ``<prefix>-<epoch>_<step>.ckpt`` pattern of
@@ -51,17 +52,6 @@ CRC_TRAILER_BYTES = len(CRC_TRAILER) + 10
 
 # Bookkeeping entries that are not network or optimizer parameters.
 META_KEYS = ("epoch_num", "step_num")
-
-
-def choice_key(top1: float, loss: float) -> tuple[float, float]:
-    """What makes a checkpoint the better choice: higher top-1, ties to the lower loss.
-
-    One rule for the choice made during training (``callbacks.BestCheckpoint``) and
-    the sweep's (``sweep.select_best``), so that scoring the same images picks the
-    same epoch both ways; on a full tie both keep the earlier checkpoint. A NaN loss
-    never wins a tie.
-    """
-    return (top1, -loss)
 
 
 # MindSpore's own estimate (free pages only), kept for systems without /proc/meminfo.

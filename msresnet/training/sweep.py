@@ -11,7 +11,12 @@ does not fit the network stops the sweep with an error naming the parameters,
 because it means the sweep is pointed at the wrong run or the wrong model
 settings. A damaged file (unreadable, bad checksum, truncated) is different: it
 is skipped with a warning naming it (logger ``msresnet.training.sweep``), and the sweep
-goes on, because one bad file should not hide the other epochs' results.
+goes on, because one bad file should not hide the other epochs' results. It is
+absent everywhere after that: in the choice, in the final test's "last"
+checkpoint (the newest readable one) and in the records, which list it and why.
+
+What is chosen, and when an existing ``best.ckpt`` stays, is
+:mod:`msresnet.training.selection`'s: the sweep hands it the scores.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,15 +35,21 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Model
 
+from msresnet.atomic import write_csv, write_json
+from msresnet.data.cifar10 import FOLDER_NAME, dataset_folder
 from msresnet.model.losses import SparseCrossEntropy
-from msresnet.atomic import copy_file, write_csv, write_json
-from msresnet.training.checkpoints import (BEST_CKPT, BEST_JSON, PREFIX, CheckpointCorruptError,
-                                  checkpoint_meta, choice_key, list_checkpoints,
-                                  load_strict)
+from msresnet.training.checkpoints import (BEST_JSON, PREFIX, CheckpointCorruptError,
+                                           checkpoint_meta, list_checkpoints, load_strict)
+from msresnet.training.selection import (TEST_JSON, SelectionError, final_test, select_best,
+                                         settle_best)
 
 log = logging.getLogger("msresnet.training.sweep")
 
 SWEEP_FIELDS = ("file", "epoch", "step", "top1", "top5", "loss", "seconds")
+DATA_FIELDS = ("split", "images", "images_sha256", "data_folder")
+"""Columns of ``sweep.csv`` after a record's: the images every row was scored on."""
+SWEEP_CSV = "sweep.csv"
+SWEEP_JSON = "sweep.json"
 
 
 @dataclass
@@ -63,18 +75,35 @@ class SweepResult:
     records: list[SweepRecord]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     samples: int | None = None
-    # Which images were scored (msresnet.data.cifar10.evaluation_images), and the settings
+    # Which images were scored (msresnet.data.identity.evaluation_images), and the settings
     # the sweep used that differ from the run's recording: {key: [recorded, used]}.
     evaluated_on: dict[str, Any] | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> SweepRecord | None:
+        """The best scored checkpoint (:func:`msresnet.training.selection.select_best`)."""
         return select_best(self.records)
 
     @property
     def last(self) -> SweepRecord | None:
         return self.records[-1] if self.records else None
+
+    @property
+    def suffix(self) -> str:
+        """How this sweep's tables are told apart: ``""`` on the run's own data folder,
+        ``"-<folder name>"`` on another (``sweep-<name>.csv``, beside the run's own)."""
+        if "data_dir" not in self.overrides or not self.evaluated_on:
+            return ""
+        folder = Path(self.evaluated_on["folder"])
+        name = folder.parent.name if folder.name == FOLDER_NAME else folder.name
+        return "-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", name) or "other")
+
+    def named(self, name: str) -> str:
+        """``name`` of this sweep's file: ``sweep.csv``, or ``sweep-<name>.csv`` on another
+        data folder (:attr:`suffix`)."""
+        stem, _, extension = name.rpartition(".")
+        return f"{stem}{self.suffix}.{extension}"
 
     def rows(self, digits: int = 4) -> list[list[Any]]:
         """Header + one row per checkpoint, numbers rounded (for printing)."""
@@ -85,16 +114,13 @@ class SweepResult:
         return rows
 
     def write_csv(self, path: str | os.PathLike[str]) -> Path:
-        """``sweep.csv``, written atomically (a killed sweep leaves the previous file)."""
-        return write_csv(path, SWEEP_FIELDS, (r.to_dict() for r in self.records))
-
-
-def select_best(records: Iterable[SweepRecord]) -> SweepRecord | None:
-    """Highest top-1; ties go to the lower loss, then to the earlier checkpoint."""
-    records = list(records)
-    if not records:
-        return None
-    return max(records, key=lambda r: (*choice_key(r.top1, r.loss), -r.epoch, -r.step))
+        """``sweep.csv``, written atomically (a killed sweep leaves the previous file): one
+        row per checkpoint, each naming the images it was scored on (:data:`DATA_FIELDS`)."""
+        on = self.evaluated_on or {}
+        data = {"split": on.get("split"), "images": on.get("images"),
+                "images_sha256": on.get("sha256"), "data_folder": on.get("folder")}
+        return write_csv(path, SWEEP_FIELDS + DATA_FIELDS,
+                         ({**r.to_dict(), **data} for r in self.records))
 
 
 def format_table(rows: Sequence[Sequence[Any]]) -> str:
@@ -131,19 +157,21 @@ class CheckpointEvaluator:
         self.split = "test"  # which images ``dataset`` holds: "valid" or "test" (for_run)
         self.evaluated_on: dict[str, Any] | None = None  # set by for_run
         self.overrides: dict[str, Any] = {}  # {key: [recorded, used]}, set by for_run
+        self.source: Any = None  # the run's DataSource (msresnet.data.source), set by for_run
 
     @classmethod
-    def for_run(cls, run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
-                eval_samples: int | None = None, batch_size: int | None = None,
+    def for_run(cls, run_dir: str | os.PathLike[str],
+                data_dir: str | os.PathLike[str] | None = None, eval_samples: int | None = None, batch_size: int | None = None,
                 split: str | None = None, flip: bool = False) -> CheckpointEvaluator:
         """Build ResNet50 and the run's validation pipeline as its ``config.yaml`` describes.
 
         The run's recording decides everything that must match its checkpoints or its
         data: stem, image size, number of classes, and the data folder. ``data_dir``
-        (the folder that contains ``cifar-10-batches-bin``) overrides the recorded
-        folder only when given; a folder other than the recorded one is reported
-        (a warning, and ``overrides`` in the evaluator and in ``sweep.json``), never
-        silently used. ``eval_samples``: the first N images scored (None: all).
+        (the folder that contains ``cifar-10-batches-bin``, or that folder itself)
+        overrides the recorded folder only when given and, once resolved, another
+        folder; that is reported (a warning, and ``overrides`` in the evaluator and in
+        ``sweep.json``), never silently used. ``eval_samples``: the first N images
+        scored (None: all).
 
         ``split``: ``"valid"`` scores the run's held-out validation images (its
         ``valid_split`` and ``seed``, rebuilt from the data folder), ``"test"`` the
@@ -151,49 +179,21 @@ class CheckpointEvaluator:
         the held-out images when ``valid_split`` > 0, else the test set. ``flip``:
         horizontal-flip test-time augmentation (:class:`msresnet.model.tta.FlipAverage`).
         """
-        from msresnet.data.cifar10 import evaluation_images
-        from msresnet.training.factories import (dataset_folder, make_loss, make_network,
-                                        make_test_dataset, make_valid_dataset, set_context,
-                                        validation_images)
-        from msresnet.training.train import CONFIG_FILE, config_differences, recorded_config
+        from msresnet.training.factories import make_loss, make_network, set_context
 
         if split not in (None, "valid", "test"):
             raise ValueError(f"split must be 'valid', 'test' or None, got {split!r}")
-
-        config_path = Path(run_dir) / CONFIG_FILE
-        recorded = recorded_config(run_dir)
-        if recorded is None:
-            raise FileNotFoundError(f"{config_path} not found: is {run_dir} a training run folder?")
-        config = dataclasses.replace(recorded, resume_from=None)
-        if data_dir is not None:
-            config = dataclasses.replace(config, data_dir=str(data_dir))
-        overrides = {key: list(pair) for key, pair in
-                     config_differences(recorded, config, ("resume_from",)).items()}
-        folder = dataset_folder(config.data_dir)
-        if not folder.is_dir():
-            where = "given with --data_dir" if data_dir is not None else f"recorded in {config_path}"
-            raise FileNotFoundError(f"the data folder {folder} ({where}) does not exist; "
-                                    "pass the folder that holds cifar-10-batches-bin with --data_dir")
-        for key, (old, new) in overrides.items():
-            log.warning("evaluating with %s=%s, but %s recorded %s", key, new, config_path, old)
+        config, overrides = _run_config(run_dir, data_dir)
         split = split or ("valid" if config.valid_split else "test")
         if split == "valid" and not config.valid_split:
-            raise ValueError(f"{config_path} has valid_split 0: the run held out no "
-                             "validation images (use split 'test')")
+            raise ValueError(f"{Path(run_dir) / 'config.yaml'} has valid_split 0: the run held "
+                             "out no validation images (use split 'test')")
         set_context(config)
         net = make_network(config)
-        scored = dataclasses.replace(config, eval_samples=eval_samples)
-        if split == "valid":
-            dataset = make_valid_dataset(scored, batch_size)
-            evaluated_on = validation_images(scored)
-        else:
-            dataset = make_test_dataset(scored, batch_size)
-            evaluated_on = evaluation_images(folder, eval_samples)
+        dataset, evaluated_on, source = _evaluation_data(config, split, eval_samples, batch_size)
         evaluator = cls(net, dataset, make_loss(config), flip=flip)
-        evaluator.config = config
-        evaluator.split = split
-        evaluator.evaluated_on = evaluated_on
-        evaluator.overrides = overrides
+        evaluator.config, evaluator.split, evaluator.source = config, split, source
+        evaluator.evaluated_on, evaluator.overrides = evaluated_on, overrides
         return evaluator
 
     def load(self, path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -230,6 +230,51 @@ class CheckpointEvaluator:
             labels.append(label.asnumpy())
             preds.append(logits.asnumpy().argmax(axis=1))
         return np.concatenate(labels).astype(np.int64), np.concatenate(preds).astype(np.int64)
+
+
+def _same_folder(given: str | os.PathLike[str], recorded: str | os.PathLike[str]) -> bool:
+    """True when two ``data_dir`` spellings name one data folder (after resolving: the
+    parent or ``cifar-10-batches-bin`` itself, relative, with a trailing slash)."""
+    return dataset_folder(given).resolve() == dataset_folder(recorded).resolve()
+
+
+def _run_config(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None,
+                ) -> tuple[Any, dict[str, list[Any]]]:
+    """The run's recorded config (``data_dir`` replaced when it names another folder)
+    and ``{key: [recorded, used]}`` of what differs; the data folder must exist."""
+    from msresnet.training.train import CONFIG_FILE, config_differences, recorded_config
+
+    config_path = Path(run_dir) / CONFIG_FILE
+    recorded = recorded_config(run_dir)
+    if recorded is None:
+        raise FileNotFoundError(f"{config_path} not found: is {run_dir} a training run folder?")
+    config = dataclasses.replace(recorded, resume_from=None)
+    if data_dir is not None and not _same_folder(data_dir, recorded.data_dir):
+        config = dataclasses.replace(config, data_dir=str(data_dir))
+    overrides = {key: list(pair) for key, pair in
+                 config_differences(recorded, config, ("resume_from",)).items()}
+    folder = dataset_folder(config.data_dir)
+    if not folder.is_dir():
+        where = "given with --data_dir" if data_dir is not None else f"recorded in {config_path}"
+        raise FileNotFoundError(f"the data folder {folder} ({where}) does not exist; "
+                                "pass the folder that holds cifar-10-batches-bin with --data_dir")
+    for key, (old, new) in overrides.items():
+        log.warning("evaluating with %s=%s, but %s recorded %s", key, new, config_path, old)
+    return config, overrides
+
+
+def _evaluation_data(config: Any, split: str, eval_samples: int | None, batch_size: int | None,
+                     ) -> tuple[Any, dict[str, Any], Any]:
+    """The pipeline of ``split``'s first ``eval_samples`` images, which images they are,
+    and the run's data (:class:`msresnet.data.source.DataSource`, opened once)."""
+    from msresnet.data.source import open_data_source
+    from msresnet.training.factories import make_test_dataset, make_valid_dataset
+
+    source = open_data_source(dataclasses.replace(config, eval_samples=eval_samples))
+    if split == "valid":
+        return (make_valid_dataset(config, batch_size, source=source), source.evaluated_on,
+                source)
+    return make_test_dataset(config, batch_size, source=source), source.tested_on, source
 
 
 def sweep(folder: str | os.PathLike[str], evaluator: CheckpointEvaluator,
@@ -277,65 +322,22 @@ def _dataset_rows(dataset: Any) -> int | None:
 
 
 def test_chosen_and_last(evaluator: CheckpointEvaluator, folder: str | os.PathLike[str],
-                         eval_samples: int | None = None) -> dict[str, Any]:
-    """Score the run's chosen checkpoint and its last one on the test set (``test.json``).
+                         eval_samples: int | None = None, skipped: Sequence[tuple[str, str]] = (),
+                         name: str = TEST_JSON) -> dict[str, Any]:
+    """Score the run's chosen checkpoint and its last readable one on the test set, once
+    (:func:`msresnet.training.selection.final_test`, ``test.json`` or ``name``).
 
     For a run that chose on held-out images: the evaluator's network and model are
     reused (the graph is compiled already), only the dataset is the test set.
+    ``skipped``: the files the sweep could not read (left out of "last" too).
     """
-    from msresnet.data.cifar10 import evaluation_images
-    from msresnet.training.factories import dataset_folder, make_test_dataset
-    from msresnet.training.final_test import score_chosen_and_last
+    from msresnet.training.factories import make_test_dataset
 
     config = dataclasses.replace(evaluator.config, eval_samples=eval_samples)
-    on = evaluation_images(dataset_folder(config.data_dir), eval_samples)
-    return score_chosen_and_last(folder, evaluator.net, evaluator.model,
-                                 make_test_dataset(config, evaluator.dataset.get_batch_size()), on)
-
-
-class SelectionError(ValueError):
-    """A best checkpoint that a new selection must not silently replace."""
-
-
-def promote_best(folder: str | os.PathLike[str], record: SweepRecord,
-                 selected_by: str = "checkpoint sweep",
-                 evaluated_on: dict[str, Any] | None = None, *, replace: bool = False,
-                 ) -> dict[str, Any]:
-    """Copy the chosen checkpoint to ``best.ckpt`` and write ``best.json`` (both atomically).
-
-    ``evaluated_on`` (:func:`msresnet.data.cifar10.evaluation_images`, e.g. the sweep
-    result's) names the images the choice was made on. An existing selection is
-    replaced only when it was made on the same images (these may be more: all 10,000
-    test images where training validated on the first 512), because a choice made
-    on other data (another copy of CIFAR-10, a wrong folder) is not a better choice,
-    only a different one. Otherwise :class:`SelectionError` says why, unless
-    ``replace`` (the sweep's ``--replace-best``). The replaced selection is kept as
-    ``best.previous.json``/``best.previous.ckpt``.
-    """
-    from msresnet.training.callbacks import keep_previous_best, read_best
-    from msresnet.data.cifar10 import same_images_as
-
-    folder = Path(folder)
-    current = read_best(folder)
-    if current is not None and not replace:
-        before = current.get("evaluated_on")
-        if not before or not evaluated_on or not same_images_as(before, evaluated_on):
-            def describe(on: dict[str, Any] | None) -> str:
-                if not on:
-                    return "images it did not record"
-                return f"{on['images']} {on['split']} images of {on['folder']} (sha256 {str(on['sha256'])[:12]})"
-            raise SelectionError(
-                f"{folder / BEST_JSON} was selected on {describe(before)}; this selection was "
-                f"made on {describe(evaluated_on)}, which do not include them: best.json and "
-                "best.ckpt are left as they are (pass --replace-best to replace them anyway)")
-    if current is not None:
-        keep_previous_best(folder)
-    copy_file(folder / record.file, folder / BEST_CKPT)
-    best = {"epoch": record.epoch, "step": record.step, "top1": round(record.top1, 6),
-            "top5": round(record.top5, 6), "loss": round(record.loss, 6),
-            "source": record.file, "selected_by": selected_by, "evaluated_on": evaluated_on}
-    write_json(folder / BEST_JSON, best)
-    return best
+    source = evaluator.source.with_eval_samples(eval_samples)  # not validated again
+    test_ds = make_test_dataset(config, evaluator.dataset.get_batch_size(), source=source)
+    return final_test(folder, evaluator.net, evaluator.model, test_ds, source.tested_on,
+                      skipped, name)
 
 
 def confusion_matrix(labels: np.ndarray, preds: np.ndarray, num_classes: int = 10) -> np.ndarray:
@@ -352,72 +354,98 @@ def per_class_accuracy(cm: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, np.diag(cm) / np.maximum(totals, 1), np.nan)
 
 
-SWEEP_CSV = "sweep.csv"
-SWEEP_JSON = "sweep.json"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``msresnet sweep RUN_DIR [--data_dir DIR] [--eval_samples N|null] ...``
-
-    Sweeps the run, prints the table, writes ``sweep.csv``/``sweep.json`` into the run
-    folder and (unless ``--no-promote``) promotes the best checkpoint.
-    """
+def _parser() -> Any:
     import argparse
-    import json
-    import sys
 
     parser = argparse.ArgumentParser(prog="msresnet sweep",
                                      description="Evaluate every checkpoint of a training run.")
     parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
     parser.add_argument("--data_dir", default=None,
                         help="folder containing cifar-10-batches-bin (default: the run's own, "
-                             "from its config.yaml)")
+                             "from its config.yaml); another folder's tables are written "
+                             "beside the run's own, as sweep-<name>.csv")
     parser.add_argument("--eval_samples", default="null",
                         help="first N images per checkpoint; null: all of the split")
     parser.add_argument("--split", choices=("valid", "test"), default=None,
                         help="choose on the run's held-out validation images or on the test "
                              "set (default: what the run validated on)")
     parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
-    parser.add_argument("--no-promote", action="store_true", help="do not write best.ckpt/best.json")
+    parser.add_argument("--no-promote", action="store_true",
+                        help="do not write best.ckpt/best.json")
     parser.add_argument("--replace-best", action="store_true",
                         help="replace best.ckpt/best.json even when they were selected on "
                              "other images (they are kept as best.previous.*)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _settle(folder: Path, result: SweepResult, evaluator: CheckpointEvaluator,
+            replace: bool) -> dict[str, Any]:
+    """``best.*`` after the sweep (:func:`msresnet.training.selection.settle_best`), as
+    ``sweep.json`` records it: ``promoted`` or ``kept``, and the standing choice's scores."""
+    settled = settle_best(folder, result.best, result.evaluated_on,
+                          f"checkpoint sweep on {result.samples} {evaluator.split} images",
+                          evaluator.evaluate, replace=replace, trust=not evaluator.flip)
+    result.skipped.extend(settled.skipped)
+    record: dict[str, Any] = {settled.action: settled.best}
+    if settled.standing is not None:
+        record["standing"] = settled.standing
+    return record
+
+
+def _records(result: SweepResult) -> dict[str, Any]:
+    """``sweep.json``'s scores: which images (and any setting other than the run's), the
+    table it wrote, every checkpoint's scores and every file skipped, and why."""
+    return {"samples": result.samples, "evaluated_on": result.evaluated_on,
+            "overrides": result.overrides, "table": result.named(SWEEP_CSV),
+            "records": [r.to_dict() for r in result.records],
+            "skipped": [{"file": f, "reason": why} for f, why in result.skipped],
+            "best": result.best.to_dict() if result.best is not None else None}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``msresnet sweep RUN_DIR [--data_dir DIR] [--eval_samples N|null] ...``
+
+    Sweeps the run, prints the table, writes ``sweep.csv`` and ``sweep.json`` into the
+    run folder, settles ``best.*`` (unless ``--no-promote``) and, for a run that chose on
+    held-out images, scores the choice on the test set (``test.json``). On another data
+    folder the table and the test go beside the run's own (``sweep-<name>.csv``,
+    ``test-<name>.json``). ``sweep.json`` is written before the test step, which
+    rewrites it with the test's scores. Exit status 1 when no checkpoint was scored.
+    """
+    import json
+    import sys
+
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(levelname)s %(name)s: %(message)s")
     samples = None if args.eval_samples.lower() in ("null", "none") else int(args.eval_samples)
     evaluator = CheckpointEvaluator.for_run(args.run_dir, args.data_dir, samples, args.batch_size,
                                             split=args.split)
-    result = sweep(args.run_dir, evaluator)
-    print(format_table(result.rows()))
     folder = Path(args.run_dir)
-    result.write_csv(folder / SWEEP_CSV)
-    payload: dict[str, Any] = {
-        "samples": result.samples, "evaluated_on": result.evaluated_on,
-        "overrides": result.overrides, "records": [r.to_dict() for r in result.records],
-        "skipped": [{"file": f, "reason": why} for f, why in result.skipped]}
+    result = sweep(folder, evaluator)
+    print(format_table(result.rows()))
+    result.write_csv(folder / result.named(SWEEP_CSV))
+    settled: dict[str, Any] = {}
     refused = None
-    if result.best is not None:
-        payload["best"] = result.best.to_dict()
-        if not args.no_promote:
-            try:
-                payload["promoted"] = promote_best(
-                    folder, result.best,
-                    f"checkpoint sweep on {result.samples} {evaluator.split} images",
-                    result.evaluated_on, replace=args.replace_best)
-            except SelectionError as err:
-                refused = err
-                payload["not_promoted"] = str(err)
-        if evaluator.split == "valid" and refused is None and (folder / BEST_JSON).is_file():
-            payload["test"] = test_chosen_and_last(evaluator, folder, samples)
-            print(json.dumps({role: payload["test"][role] for role in ("chosen", "last")}))
+    if result.best is not None and not args.no_promote:
+        try:
+            settled = _settle(folder, result, evaluator, args.replace_best)
+        except SelectionError as err:
+            refused, settled = err, {"not_promoted": str(err)}
+    payload = {**_records(result), **settled}
     write_json(folder / SWEEP_JSON, payload)
-    print(json.dumps(payload.get("best")))
+    if (result.best is not None and evaluator.split == "valid" and refused is None
+            and (folder / BEST_JSON).is_file()):
+        payload["test"] = test_chosen_and_last(evaluator, folder, samples, result.skipped,
+                                               result.named(TEST_JSON))
+        write_json(folder / SWEEP_JSON, payload)
+        print(json.dumps({role: payload["test"][role] for role in ("chosen", "last")}))
+    print(json.dumps(payload["best"]))
     if refused is not None:
         raise refused
     return 0 if result.records else 1
 
 
-__all__ = ["SweepRecord", "SweepResult", "CheckpointEvaluator", "sweep", "select_best",
-           "test_chosen_and_last",
-           "promote_best", "SelectionError", "confusion_matrix", "per_class_accuracy", "format_table", "main"]
+__all__ = ["SWEEP_CSV", "SWEEP_JSON", "SweepRecord", "SweepResult", "CheckpointEvaluator",
+           "sweep", "test_chosen_and_last", "confusion_matrix", "per_class_accuracy",
+           "format_table", "main"]
