@@ -33,7 +33,7 @@ from msresnet.cli import main as msresnet_main
 def cli_main(argv):
     return msresnet_main(["prepare", *argv])
 
-needs_mirror = pytest.mark.skipif(not MIRROR.is_file(), reason=f"local CIFAR-10 mirror not found at {MIRROR}")
+from prerequisites import needs_mirror  # noqa: E402  (skipped without it; CI=true: failed)
 
 # Different record counts per file, so a count mix-up shows.
 COUNTS = {name: 2 + i for i, name in enumerate((*TRAIN_FILES, *TEST_FILES))}
