@@ -17,8 +17,7 @@ from msresnet.jobs import doctor
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
-needs_data = pytest.mark.skipif(not (DATA / "cifar-10-batches-bin").is_dir(),
-                                reason="CIFAR-10 is not prepared in data/")
+from prerequisites import needs_data  # noqa: E402  (skipped without the data; CI=true: failed)
 
 
 def _no_drivers(monkeypatch, tmp_path):
