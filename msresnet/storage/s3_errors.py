@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from msresnet.storage.errors import (AccessDeniedError, BucketNotFoundError, CredentialsError,
-                                     EndpointUnreachableError, ObjectNotFoundError, ServerError,
-                                     StagingError, TransferError, not_found)
+                                     EndpointUnreachableError, ServerError, StagingError,
+                                     TransferError, not_found)
 from msresnet.storage.settings import StoreSettings
 from msresnet.storage.urls import Location
 
