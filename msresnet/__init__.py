@@ -27,11 +27,14 @@ module), and on a module this docstring does not name. The layers, first to last
   (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
 * ``config``, at the root: the profiles, their overrides and checks (it reads the
   schedule names of ``model.lr_schedule``);
-* ``data``: ``download`` (resumable, checksummed HTTP), ``cifar10`` (the binary
-  format, its facts, preparing the data, the held-out split), ``images`` (any
-  picture to the network's input), ``prepare`` (``msresnet prepare``),
-  ``mindrecord`` (CIFAR-10 to MindRecord), ``pipeline`` (``mindspore.dataset``: the
-  binary files, MindRecord or arrays in memory);
+* ``data``: ``download`` (resumable, checksummed HTTP), ``cifar10`` (CIFAR-10's
+  facts and its binary format: reading records, validating a folder),
+  ``preparation`` (a ready folder from a URL, an archive or a folder; its marker),
+  ``splits`` (the held-out validation split), ``identity`` (which images an
+  evaluation scored, by SHA-256), ``images`` (any picture to the network's
+  input), ``prepare`` (``msresnet prepare``), ``mindrecord`` (CIFAR-10 to
+  MindRecord), ``pipeline`` (``mindspore.dataset``: the binary files, MindRecord or
+  arrays in memory);
 * ``training``: ``distributed`` (rank and group size), ``checkpoints``,
   ``callbacks``, ``ema`` (the weight average kept beside training), ``final_test``
   (the chosen and the last checkpoint scored once on the test set), ``factories``
@@ -68,7 +71,8 @@ CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "model.lr_schedule",
-    "data.download", "data.cifar10", "data.images", "data.prepare", "training.distributed",
+    "data.download", "data.cifar10", "data.preparation", "data.splits", "data.identity",
+    "data.images", "data.prepare", "training.distributed",
     "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
     "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msresnet.data import cifar10
+from msresnet.data import cifar10, preparation
 
 SEED = 20261201
 
@@ -66,7 +66,7 @@ def write_variant(source_folder: str | os.PathLike[str], dest_root: str | os.Pat
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     # prepare() finds the folder in place, validates it and writes its marker.
-    return cifar10.prepare_dataset(dest, root, progress=False).folder
+    return preparation.prepare_dataset(dest, root, progress=False).folder
 
 
 def main(argv: list[str] | None = None) -> int:

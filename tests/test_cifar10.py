@@ -1,4 +1,5 @@
-"""Tests of msresnet.data.cifar10 (format, validation, safe extraction, prepare) and its CLI.
+"""Tests of msresnet.data.cifar10 (format, validation), .preparation (safe extraction, prepare)
+and .splits (training records by index), and the `msresnet prepare` command.
 
 Fake datasets are a few records per file, built in tmp_path, so everything but
 the two tests on the real local mirror runs in well under a second.
@@ -20,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msresnet.data import cifar10
-from msresnet.data.cifar10 import (CLASSES, FOLDER_NAME, MARKER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES,
-                              DatasetError, prepare_dataset, read_records, validate)
+from msresnet.data import cifar10, identity, preparation, splits
+from msresnet.data.cifar10 import (CLASSES, FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES,
+                                   DatasetError, read_records, validate)
+from msresnet.data.preparation import MARKER_NAME, prepare_dataset
 from msresnet.data import prepare as prepare_cli
 from msresnet.paths import LOCAL_MIRROR as MIRROR
 from msresnet.paths import LOCAL_MIRROR_MD5 as MIRROR_MD5
@@ -135,13 +137,26 @@ def test_training_records_by_index_and_labels_agree_with_whole_files(tmp_path: P
     folder = write_folder(tmp_path / FOLDER_NAME, files)
     whole = np.concatenate([np.frombuffer(files[name], dtype=np.uint8).reshape(-1, RECORD_BYTES)
                             for name in TRAIN_FILES])
-    assert np.array_equal(cifar10.training_records(folder), whole)
-    assert np.array_equal(cifar10.training_labels(folder), whole[:, 0])
+    assert np.array_equal(splits.training_records(folder), whole)
+    assert np.array_equal(splits.training_labels(folder), whole[:, 0])
     last = len(whole) - 1
     picked = np.array([last, 0, COUNTS[TRAIN_FILES[0]], 0, COUNTS[TRAIN_FILES[0]] - 1])
-    assert np.array_equal(cifar10.training_records(folder, picked), whole[picked])
+    assert np.array_equal(splits.training_records(folder, picked), whole[picked])
     with pytest.raises(DatasetError, match=rf"record indices must be 0\.\.{last}$"):
-        cifar10.training_records(folder, [last + 1])
+        splits.training_records(folder, [last + 1])
+
+
+def test_evaluation_images_of_a_split_drawn_once_are_those_of_drawing_it(tmp_path: Path) -> None:
+    """A run draws its held-out split once and hands the indices over: the identity is
+    the one :func:`hold_out` with the same count and seed gives, held-out count included."""
+    folder = write_folder(tmp_path / FOLDER_NAME, fake_files(seed=4))
+    _, valid = splits.hold_out(folder, 6, seed=1)
+    given = identity.evaluation_images(folder, 4, valid=valid, seed=1)
+    assert given == identity.evaluation_images(folder, 4, valid_split=6, seed=1)
+    assert given["held_out"] == 6 and given["images"] == 4 and given["split"] == "valid"
+    records = splits.training_records(folder, valid[:4])
+    assert given["sha256"] == hashlib.sha256(records.tobytes()).hexdigest()
+    assert identity.same_images_as(given, identity.evaluation_images(folder, valid=valid, seed=1))
 
 
 # ---------------------------------------------------------------------------- validation
@@ -258,7 +273,7 @@ def test_prepare_extracts_a_local_archive(archive: Path, root: Path) -> None:
 
 
 def test_provenance_reads_the_marker_of_the_folder(archive: Path, root: Path) -> None:
-    from msresnet.data.cifar10 import provenance
+    from msresnet.data.preparation import provenance
     report = prepare_dataset(archive, root, progress=False)
     for given in (root, root / FOLDER_NAME):  # data_dir or the folder itself
         record = provenance(given)
@@ -373,7 +388,7 @@ def test_duplicate_member_is_refused(tmp_path: Path, root: Path) -> None:
 # ---------------------------------------------------------------------------- atomicity, idempotence
 
 def test_crash_mid_extraction_leaves_nothing(archive: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_copy = cifar10._copy_member
+    real_copy = preparation._copy_member
     calls: list[Path] = []
 
     def crash_on_third(source, target: Path) -> None:  # type: ignore[no-untyped-def]
@@ -382,7 +397,7 @@ def test_crash_mid_extraction_leaves_nothing(archive: Path, root: Path, monkeypa
             raise OSError("simulated crash: disk full")
         real_copy(source, target)
 
-    monkeypatch.setattr(cifar10, "_copy_member", crash_on_third)
+    monkeypatch.setattr(preparation, "_copy_member", crash_on_third)
     with pytest.raises(OSError, match="simulated crash"):
         prepare_dataset(archive, root, progress=False)
     assert len(calls) == 3
@@ -400,16 +415,16 @@ def test_a_failed_prepare_leaves_the_root_as_it_was(archive: Path, root: Path, f
         archive.write_bytes(data[: len(data) // 2])
         expected: type[BaseException] = DatasetError
     elif failure == "interrupted copy":
-        real_copy, calls = cifar10._copy_member, []
+        real_copy, calls = preparation._copy_member, []
 
         def interrupt_on_fourth(source, target: Path) -> None:  # type: ignore[no-untyped-def]
             calls.append(target)
             if len(calls) == 4:
-                assert leftovers(root) and (root / cifar10.LOCK_NAME).exists()  # mid-way
+                assert leftovers(root) and (root / preparation.LOCK_NAME).exists()  # mid-way
                 raise KeyboardInterrupt
             real_copy(source, target)
 
-        monkeypatch.setattr(cifar10, "_copy_member", interrupt_on_fourth)
+        monkeypatch.setattr(preparation, "_copy_member", interrupt_on_fourth)
         expected = KeyboardInterrupt
     else:
         monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", 10_000)
@@ -437,7 +452,7 @@ def test_an_unusable_download_is_removed(archive: Path, root: Path,
         target.write_bytes(archive.read_bytes()[:1000])
         return target, "md5 computed; check skipped", "0" * 32
 
-    monkeypatch.setattr(cifar10, "_fetch", fake_fetch)
+    monkeypatch.setattr(preparation, "_fetch", fake_fetch)
     with pytest.raises(DatasetError, match=r"not a readable \.tar\.gz archive .* \(downloaded from"
                                            rf" {url}; removed .*, the next run downloads it again\)$"):
         prepare_dataset(url, root, progress=False)
@@ -452,7 +467,7 @@ def test_the_lock_excludes_while_its_file_comes_and_goes(tmp_path: Path) -> None
     def worker() -> None:
         try:
             for _ in range(30):
-                with cifar10._lock(tmp_path):
+                with preparation._lock(tmp_path):
                     with guard:
                         active[0] += 1
                         most[0] = max(most[0], active[0])
@@ -487,8 +502,10 @@ def test_second_call_does_nothing(archive: Path, root: Path, monkeypatch: pytest
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("the second call re-did the work")
 
-    for name in ("extract_archive", "validate", "check_bin", "md5sum", "_lock"):
-        monkeypatch.setattr(cifar10, name, must_not_run)  # _lock too: read-only mounts must work
+    for name in ("extract_archive", "validate", "md5sum", "_lock"):
+        monkeypatch.setattr(preparation, name, must_not_run)  # _lock too: read-only mounts work
+    for name in ("validate", "check_bin"):
+        monkeypatch.setattr(cifar10, name, must_not_run)
     report = prepare_dataset(archive, root, progress=False)
     assert report.action == "already prepared" and report.records == COUNTS
     assert "[recorded when prepared," in report.checksum
@@ -513,14 +530,14 @@ def test_folder_extracted_by_hand_is_accepted_and_marked(root: Path, archive: Pa
 
 
 def test_concurrent_callers_extract_once(archive: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_extract = cifar10.extract_archive
+    real_extract = preparation.extract_archive
     extractions: list[Path] = []
 
     def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
         extractions.append(args[0])
         return real_extract(*args, **kwargs)
 
-    monkeypatch.setattr(cifar10, "extract_archive", counting)
+    monkeypatch.setattr(preparation, "extract_archive", counting)
     results: list[str] = []
     threads = [threading.Thread(target=lambda: results.append(
         prepare_dataset(archive, root, progress=False).action)) for _ in range(4)]
@@ -552,7 +569,7 @@ def test_cli_interrupted_says_so_and_leaves_nothing(archive: Path, root: Path,
     def interrupt(source, target: Path) -> None:  # type: ignore[no-untyped-def]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cifar10, "_copy_member", interrupt)
+    monkeypatch.setattr(preparation, "_copy_member", interrupt)
     assert cli_main(["--source", str(archive), "--root", str(root), "--quiet"]) == 130
     assert "interrupted; nothing half-done is left" in capsys.readouterr().err
     assert contents(root) == []

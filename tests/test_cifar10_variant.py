@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msresnet.data import cifar10
+from msresnet.data import cifar10, preparation
 from cifar10_variant import write_variant
 from test_cifar10 import write_folder
 from test_cifar10 import any_record_count  # noqa: F401 - autouse: the fakes have a few records
@@ -22,7 +22,7 @@ def test_variant_reorders_records_and_nudges_pixels_but_keeps_labels(tmp_path: P
     folder = write_variant(source, tmp_path / "variant")
 
     assert cifar10.validate(folder) == cifar10.validate(source)
-    marker = json.loads((folder / cifar10.MARKER_NAME).read_text())
+    marker = json.loads((folder / preparation.MARKER_NAME).read_text())
     assert marker["records"] == cifar10.validate(source)
     for name in (*cifar10.TRAIN_FILES, *cifar10.TEST_FILES):
         old, new = _records(source, name), _records(folder, name)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msresnet.data import cifar10
+from msresnet.data import cifar10, preparation
 from msresnet.data.download import (ChecksumError, DownloadError, download, md5sum, part_path,
                                quarantine_path)
 
@@ -241,7 +241,7 @@ def test_prepare_from_url_survives_a_dropped_connection(server: Server, tmp_path
     server.behaviour.payload = archive
     server.behaviour.drop_after = [len(archive) // 2]
     expected = hashlib.md5(archive).hexdigest()
-    report = cifar10.prepare_dataset(server.url, tmp_path, md5=expected, progress=False)
+    report = preparation.prepare_dataset(server.url, tmp_path, md5=expected, progress=False)
     assert report.action == "downloaded and extracted"
     assert report.checksum == f"md5 {expected} verified (given by caller)"
     assert (report.train_records, report.test_records) == (20, 4)
@@ -251,13 +251,13 @@ def test_prepare_from_url_survives_a_dropped_connection(server: Server, tmp_path
 def test_prepare_from_unknown_url_without_md5_reports_skipped_check(server: Server, tmp_path: Path) -> None:
     archive = fake_archive_bytes()
     server.behaviour.payload = archive
-    report = cifar10.prepare_dataset(server.url, tmp_path, progress=False)
+    report = preparation.prepare_dataset(server.url, tmp_path, progress=False)
     assert report.checksum.startswith(f"md5 {hashlib.md5(archive).hexdigest()} computed; check skipped")
 
 
 def test_prepare_from_url_with_wrong_md5(server: Server, tmp_path: Path) -> None:
     server.behaviour.payload = fake_archive_bytes()
     with pytest.raises(cifar10.DatasetError, match=r"MD5 mismatch: expected f{32}, got [0-9a-f]{32}"):
-        cifar10.prepare_dataset(server.url, tmp_path, md5="f" * 32, progress=False)
+        preparation.prepare_dataset(server.url, tmp_path, md5="f" * 32, progress=False)
     assert not (tmp_path / cifar10.FOLDER_NAME).exists()
     assert (tmp_path / "cifar-10-binary.tar.gz.bad").exists()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
-from msresnet.data import cifar10, pipeline
+from msresnet.data import cifar10, pipeline, splits
 from msresnet.paths import DATA_ROOT
 from msresnet.data.pipeline import CIFAR10_MEAN, CIFAR10_STD, PipelineError, create_dataset, worker_count
 
@@ -325,17 +325,17 @@ def test_unknown_source_is_named() -> None:
 
 @needs_data
 def test_hold_out_is_balanced_disjoint_and_fixed_by_the_seed():
-    train, valid = cifar10.hold_out(DATA_DIR, 5000, seed=1)
-    labels = cifar10.training_records(DATA_DIR)[:, 0]
+    train, valid = splits.hold_out(DATA_DIR, 5000, seed=1)
+    labels = splits.training_records(DATA_DIR)[:, 0]
     assert len(valid) == 5000 and len(train) == 45_000
     assert np.intersect1d(train, valid).size == 0
     assert np.array_equal(np.union1d(train, valid), np.arange(50_000))
     assert np.bincount(labels[valid], minlength=10).tolist() == [500] * 10
-    again_train, again_valid = cifar10.hold_out(DATA_DIR, 5000, seed=1)
+    again_train, again_valid = splits.hold_out(DATA_DIR, 5000, seed=1)
     assert np.array_equal(valid, again_valid) and np.array_equal(train, again_train)
-    _, other = cifar10.hold_out(DATA_DIR, 5000, seed=2)
+    _, other = splits.hold_out(DATA_DIR, 5000, seed=2)
     assert not np.array_equal(valid, other)
-    _, odd = cifar10.hold_out(DATA_DIR, 13, seed=1)
+    _, odd = splits.hold_out(DATA_DIR, 13, seed=1)
     assert np.bincount(labels[odd], minlength=10).tolist() == [2, 2, 2] + [1] * 7
 
 
@@ -343,15 +343,15 @@ def test_hold_out_is_balanced_disjoint_and_fixed_by_the_seed():
 @pytest.mark.parametrize("count", [0, 50_000, -1])
 def test_hold_out_refuses_a_count_that_leaves_nothing(count):
     with pytest.raises(cifar10.DatasetError, match="valid_split must be from 1 to 49999"):
-        cifar10.hold_out(DATA_DIR, count, seed=1)
+        splits.hold_out(DATA_DIR, count, seed=1)
 
 
 @needs_data
 def test_validation_pipeline_reads_exactly_the_held_out_images():
-    _, valid = cifar10.hold_out(DATA_DIR, 200, seed=3)
+    _, valid = splits.hold_out(DATA_DIR, 200, seed=3)
     data = create_dataset(DATA_DIR, "train", 64, training=False, indices=valid)
     images, labels = zip(*batches(data))
-    records = cifar10.training_records(DATA_DIR)[valid]
+    records = splits.training_records(DATA_DIR)[valid]
     expected = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     assert np.array_equal(np.concatenate(labels), records[:, 0])
     assert np.array_equal(pixels(np.concatenate(images)), expected)
@@ -359,10 +359,10 @@ def test_validation_pipeline_reads_exactly_the_held_out_images():
 
 @needs_data
 def test_training_pipeline_never_reads_a_held_out_image():
-    train, valid = cifar10.hold_out(DATA_DIR, 49_800, seed=3)  # 200 left to train on
+    train, valid = splits.hold_out(DATA_DIR, 49_800, seed=3)  # 200 left to train on
     data = create_dataset(DATA_DIR, "train", 50, training=False, shuffle=True, seed=5,
                           indices=train)
-    records = cifar10.training_records(DATA_DIR)
+    records = splits.training_records(DATA_DIR)
     seen = {hashlib.sha256(img.tobytes()).hexdigest()
             for batch, _ in batches(data) for img in pixels(batch)}
     wanted = {hashlib.sha256(r[1:].reshape(3, 32, 32).transpose(1, 2, 0).tobytes()).hexdigest()
@@ -377,7 +377,7 @@ def test_training_pipeline_never_reads_a_held_out_image():
 
 @needs_data
 def test_sharded_subset_gives_disjoint_equal_shards():
-    records = cifar10.training_records(DATA_DIR)
+    records = splits.training_records(DATA_DIR)
     indices = np.arange(5, 108)  # 103 records over 4 shards: 25 each, 3 left out
     seen = []
     for shard in range(4):

@@ -114,7 +114,7 @@ def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
     assert json.loads((out / "metrics" / "02_config_lr.json").read_text()) == entry["metrics"]
     assert "skipped" not in first.stdout
     # the copy of CIFAR-10 the chapters read, from its folder's marker (not the config's URL)
-    from msresnet.data.cifar10 import provenance
+    from msresnet.data.preparation import provenance
     from msresnet.paths import DATA_ROOT
     assert run["dataset"] == json.loads(json.dumps(provenance(DATA_ROOT)))
 

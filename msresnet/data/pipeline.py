@@ -177,7 +177,7 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
         mindrecord_dir: the folder of ``cifar10_<usage>.mindrecord`` for
             ``source="mindrecord"``.
         indices: read only these records of the split (their positions in file
-            order), e.g. one side of :func:`msresnet.data.cifar10.hold_out`: shuffled
+            order), e.g. one side of :func:`msresnet.data.splits.hold_out`: shuffled
             afresh each epoch when ``shuffle``, else in the given order; with
             shards, shard ``k`` takes every ``num_shards``-th index from ``k``
             (cut to equal sizes). See :func:`subset_sampler`.

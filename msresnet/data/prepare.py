@@ -20,7 +20,8 @@ import os
 import sys
 
 from msresnet import cli
-from msresnet.data.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL, prepare_dataset
+from msresnet.data.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL
+from msresnet.data.preparation import prepare_dataset
 from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, LOCAL_MIRROR_MD5
 
 # Short names for the two well-known URLs, so nobody has to type the mirror's address.

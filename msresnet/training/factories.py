@@ -71,7 +71,7 @@ def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Datas
     """The training pipeline (sharded by rank) and the validation pipeline (whole).
 
     With ``valid_split`` N > 0, N training images are held out
-    (:func:`msresnet.data.cifar10.hold_out`): training reads the others and validation
+    (:func:`msresnet.data.splits.hold_out`): training reads the others and validation
     reads those N, so checkpoints are chosen on images that are neither trained on
     nor the test set. With 0, validation reads the test set (the recipe's way).
     """
