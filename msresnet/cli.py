@@ -22,14 +22,29 @@ The module is MindSpore-free: it must be importable before the CPU setting acts.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 DEBUG_FLAG = "--debug"
 DEBUG_VARIABLE = "MSRESNET_DEBUG"
 USAGE_ERROR = 2
 UNEXPECTED_ERROR = 3
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """``" (did you mean 'batch_size'?)"`` for the candidate closest to a mistyped ``word``,
+    or ``""`` when none is close: the same word in another case first, else difflib's
+    closest with a similarity of at least 0.6.
+
+    The one spelling hint of the book (unknown commands here, config keys, values and
+    profiles, notebook and ``-p`` parameters), so every message reads the same.
+    """
+    names = list(candidates)
+    folded = [name for name in names if name.casefold() == word.casefold()]
+    close = folded or difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _is_ours(err: BaseException) -> bool:
@@ -109,9 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else USAGE_ERROR
     verb, rest = args[0], args[1:]
     if verb not in COMMANDS:
-        from difflib import get_close_matches
-        close = get_close_matches(verb, COMMANDS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(verb, COMMANDS)
         print(f"msresnet: error: unknown command {verb!r}{hint}; 'msresnet --help' lists them",
               file=sys.stderr)
         return USAGE_ERROR

@@ -14,6 +14,19 @@ an hour into training::
     batch_size: must be a positive integer, got 0 (in configs/smoke.yaml)
     unknown key 'batchsize' (did you mean 'batch_size'?) (in overrides)
 
+A :class:`Config` is checked exactly once, when it is built, and is frozen: nothing
+can change a checked value behind the checks' back. A change is a new Config,
+``dataclasses.replace(config, epoch_size=3)``, checked once in its turn. So whoever
+receives a Config (the training, the launcher, the learning-rate schedule) trusts
+it and checks nothing again.
+
+The words that mean null (:data:`NULL_WORDS`: ``null``, ``none``, ``~``, any case)
+are the same wherever a value is written as text: on the command line
+(``--train_samples none``), in a YAML file or an overrides dict
+(``train_samples: none``; YAML's own ``null``, ``~`` and empty are null already)
+and in a notebook's papermill parameters (``-p train_samples null``). They mean
+null only for the fields that allow it.
+
 Why not argparse or the models repo's ``model_utils/config.py``? Both take whatever
 keys and types they are given: a misspelt key there silently becomes a new
 attribute and the intended one keeps its default.
@@ -22,18 +35,18 @@ attribute and the intended one keeps its default.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from msresnet.cli import did_you_mean
 from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
@@ -47,6 +60,8 @@ CIFAR10_TEST_IMAGES = 10_000
 # The same archive as msresnet.data.cifar10.OFFICIAL_URL (kept here so that reading a
 # config never imports the dataset code).
 DEFAULT_DATA_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+NULL_WORDS: tuple[str, ...] = ("null", "none", "~")
+"""Text that means null for a field that allows it, in any case (see the module docstring)."""
 
 
 class ConfigError(ValueError):
@@ -113,12 +128,16 @@ def _field(default: Any, rule: _Rule, help: str) -> Any:  # noqa: A002 - "help" 
 
 
 # --------------------------------------------------------------------------- Config
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Config:
     """One training run. Defaults are the models repo's ResNet50/CIFAR-10 recipe.
 
-    Build it with :func:`load_config`; constructing it directly also validates.
-    ``field.metadata["help"]`` says what each field does.
+    Build it with :func:`load_config`; constructing it directly, or changing it with
+    ``dataclasses.replace``, validates too, once. Frozen: assigning a field raises.
+    ``field.metadata["help"]`` says what each field does. ``sources`` is not a field:
+    where the values came from, for the error messages (:func:`load_config` passes
+    ``{key: "configs/smoke.yaml", ...}``; a string names one source for every key;
+    None: ``"Config(...)"``).
     """
 
     profile: str = _field("default", _NON_EMPTY,
@@ -203,9 +222,17 @@ class Config:
     seed: int = _field(1, _SEED, "random seed (weights, shuffling, augmentation)")
     resume_from: str | None = _field(None, _OPTIONAL_NON_EMPTY,
                                      "checkpoint to resume from; null: start fresh")
+    sources: dataclasses.InitVar[Mapping[str, str] | str | None] = None
 
-    def __post_init__(self) -> None:
-        values = _check_values(self.__dict__, lambda key: "Config(...)")
+    def __post_init__(self, sources: Mapping[str, str] | str | None) -> None:
+        if sources is None or isinstance(sources, str):
+            label = sources or "Config(...)"
+            values = _check_values(self.__dict__, lambda key: label)
+        else:
+            values = _check_values(self.__dict__, lambda key: sources.get(key, "Config(...)"))
+        # The checked values (an int given for a float field becomes a float, a null
+        # word None) replace the given ones while the object is being built: the one
+        # write a frozen dataclass allows, before anyone holds it.
         self.__dict__.update(values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,10 +267,18 @@ def _fail(key: str, problem: str, value: Any, source: str, hint: str = "") -> ty
                       key=key, value=value, source=source)
 
 
+def is_null_word(value: Any) -> bool:
+    """True for text that means null (:data:`NULL_WORDS`, any case, spaces around)."""
+    return isinstance(value, str) and value.strip().lower() in NULL_WORDS
+
+
 def _check_value(key: str, value: Any, source: str) -> Any:
-    """The value, type-checked (ints accepted as floats) and range-checked."""
+    """The value, type-checked (ints accepted as floats, a null word as None where
+    null is allowed) and range-checked."""
     rule: _Rule = FIELDS[key].metadata["rule"]
     base, optional = _base_type(key)
+    if optional and is_null_word(value):
+        return None
     if value is None:
         if optional:
             return None
@@ -253,20 +288,13 @@ def _check_value(key: str, value: Any, source: str) -> Any:
     if base is int and isinstance(value, bool) or not isinstance(value, base):
         _fail(key, f"must be {rule.expect}", value, source)
     if not rule.ok(value):
-        hint = _suggest(value, _choices_of(rule)) if isinstance(value, str) else ""
+        hint = did_you_mean(value, _choices_of(rule)) if isinstance(value, str) else ""
         _fail(key, f"must be {rule.expect}", value, source, hint)
     return value
 
 
 def _choices_of(rule: _Rule) -> list[str]:
     return re.findall(r"'([^']*)'", rule.expect) if rule.expect.startswith("one of") else []
-
-
-def _suggest(word: str, candidates: Iterable[str]) -> str:
-    candidates = list(candidates)
-    folded = [c for c in candidates if c.casefold() == word.casefold()]
-    close = folded or difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) -> dict[str, Any]:
@@ -353,7 +381,7 @@ def _resolve(profile_or_path: str | os.PathLike) -> Path:
     path = CONFIG_DIR / f"{text}.yaml"
     if not path.is_file():
         names = available_profiles()
-        raise ConfigError(f"profile: unknown profile {text!r}{_suggest(text, names)}; "
+        raise ConfigError(f"profile: unknown profile {text!r}{did_you_mean(text, names)}; "
                           f"available: {', '.join(names)} (in {in_repo(CONFIG_DIR)}/)",
                           key="profile", value=text)
     return path
@@ -374,7 +402,7 @@ def _read_yaml(path: Path, source: str) -> dict[str, Any]:
 
 def _check_key(key: Any, source: str) -> str:
     if not isinstance(key, str) or key not in FIELDS:
-        hint = _suggest(key, FIELDS) if isinstance(key, str) else ""
+        hint = did_you_mean(key, FIELDS) if isinstance(key, str) else ""
         if not hint:
             hint = "; known keys: " + ", ".join(FIELDS)
         raise ConfigError(f"unknown key {key!r}{hint} (in {source})", key=str(key),
@@ -411,10 +439,9 @@ def load_config(profile_or_path: str | os.PathLike = "smoke",
                   value, override_source)
         values[key] = value
         origin[key] = override_source
-    return Config(**_check_values(values, origin.__getitem__))
+    return Config(**values, sources=origin)
 
 
-_NULL = {"none", "null", "~"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -422,7 +449,7 @@ _FALSE = {"false", "no", "off", "0"}
 def _from_text(key: str, text: str, source: str) -> Any:
     """Convert one command-line string to the type of field ``key``."""
     base, optional = _base_type(key)
-    if optional and text.strip().lower() in _NULL:
+    if optional and is_null_word(text):
         return None
     if base is bool:  # bool("false") is True: convert explicitly
         word = text.strip().lower()
@@ -451,7 +478,7 @@ def parse_overrides(args: Sequence[str], source: str = "command-line arguments")
 
     Each ``--key`` must be a Config field (``-`` may stand for ``_``), followed by its
     value or written ``--key=value``. Values are converted to the field's type;
-    ``none``/``null`` give None for fields that allow it. Ranges are checked when the
+    :data:`NULL_WORDS` give None for fields that allow it. Ranges are checked when the
     result is passed to :func:`load_config`. A key given twice keeps the last value.
     """
     result = Overrides(source=source)

@@ -315,3 +315,112 @@ def test_zero_init_residual_in_every_profile_and_a_file(tmp_path):
     for name in PROFILES:
         assert load_config(name).zero_init_residual is True  # the seed's model_zoo ResNet
     assert load_config(write(tmp_path, "zero_init_residual: false\n")).zero_init_residual is False
+
+
+# ----------------------------------------------------------------- checked once, frozen
+def _count_checks(monkeypatch) -> list[int]:
+    from msresnet import config as config_module
+
+    calls: list[int] = []
+    real = config_module._check_values
+
+    def counting(values, source_of):
+        calls.append(1)
+        return real(values, source_of)
+    monkeypatch.setattr(config_module, "_check_values", counting)
+    return calls
+
+
+def test_one_load_checks_the_config_once(monkeypatch, tmp_path):
+    calls = _count_checks(monkeypatch)
+    load_config("smoke", {"epoch_size": 2, "train_samples": "none"})
+    assert len(calls) == 1
+    load_config(write(tmp_path, "epoch_size: 7\n"))
+    assert len(calls) == 2
+
+
+def test_a_change_is_a_new_config_checked_once(monkeypatch):
+    config = load_config("smoke")
+    calls = _count_checks(monkeypatch)
+    changed = dataclasses.replace(config, epoch_size=4, lr_max=1)
+    assert len(calls) == 1
+    assert (changed.epoch_size, changed.lr_max, type(changed.lr_max)) == (4, 1.0, float)
+    assert config.epoch_size == load_config("smoke").epoch_size  # the original is unchanged
+    with pytest.raises(ConfigError,
+                       match=r"^lr_init: must not exceed lr_max .*\(in Config\(\.\.\.\)\)$"):
+        dataclasses.replace(config, lr_max=config.lr_init / 2)
+
+
+def test_config_is_frozen():
+    config = load_config("smoke")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.batch_size = 0  # would skip every check
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(config, "data_dir", "elsewhere")
+    assert config.batch_size == load_config("smoke").batch_size
+
+
+def test_sources_name_where_a_changed_value_came_from():
+    config = load_config("smoke")
+    with pytest.raises(ConfigError, match=r"^epoch_size: must be a positive integer, got 0 "
+                                          r"\(in the launcher\)$"):
+        dataclasses.replace(config, epoch_size=0, sources={"epoch_size": "the launcher"})
+    with pytest.raises(ConfigError, match=r"\(in my script\)$"):
+        dataclasses.replace(config, batch_size=0, sources="my script")
+    assert "sources" not in config.to_dict() and "sources" not in repr(config)
+
+
+# ----------------------------------------------------------------- one null vocabulary
+@pytest.mark.parametrize("word", ["null", "none", "~", "None", "NULL", " Null "])
+def test_null_words_from_the_command_line(word):
+    from msresnet.config import NULL_WORDS, is_null_word
+
+    assert is_null_word(word) and word.strip().lower() in NULL_WORDS
+    parsed = parse_overrides(["--train_samples", word, f"--resume_from={word}"])
+    assert parsed == {"train_samples": None, "resume_from": None}
+    assert load_config("smoke", parsed).train_samples is None
+
+
+@pytest.mark.parametrize("word", ["null", "none", "~", "None", "'~'", "'null'", "NONE"])
+def test_null_words_in_a_yaml_file(tmp_path, word):
+    # YAML's own null, ~ and empty are None already; 'none' and a quoted '~' are text.
+    config = load_config(write(tmp_path, f"device_target: CPU\ntrain_samples: {word}\n"
+                                         f"data_md5: {word}\n"))
+    assert (config.train_samples, config.data_md5) == (None, None)
+
+
+@pytest.mark.parametrize("word", ["null", "none", "~", "None"])
+def test_null_words_in_overrides(word):
+    assert load_config("smoke", {"train_samples": word}).train_samples is None
+    assert Config(train_samples=word).train_samples is None
+
+
+@pytest.mark.parametrize("word", ["null", "none", "~"])
+def test_null_words_are_refused_where_null_is_not_allowed(tmp_path, word):
+    with pytest.raises(ConfigError, match=rf"^batch_size: must be a positive integer, "
+                                          rf"got {re.escape(repr(word))} \(in overrides\)$"):
+        load_config("smoke", {"batch_size": word})
+    with pytest.raises(ConfigError, match=r"^epoch_size: must be a positive integer, got "):
+        parse_overrides(["--epoch_size", word])
+
+
+# ----------------------------------------------------------------- one "did you mean"
+def test_every_spelling_hint_is_the_same_helper(capsys):
+    """Commands, config keys, values and profiles, notebook and -p parameters: one
+    helper, which also finds a word typed in the wrong case."""
+    from msresnet import cli
+    from msresnet.book.notebook import ParameterError, config_from_parameters
+    from msresnet.book.reproduce import ReproduceError, typed_parameters
+
+    assert cli.did_you_mean("EPOCH_SIZE", FIELDS) == " (did you mean 'epoch_size'?)"
+    assert cli.did_you_mean("batchsize", ["batch_size", "seed"]) == " (did you mean 'batch_size'?)"
+    assert cli.did_you_mean("zzz", FIELDS) == ""
+    assert cli.main(["LAUNCH"]) == cli.USAGE_ERROR
+    assert "unknown command 'LAUNCH' (did you mean 'launch'?)" in capsys.readouterr().err
+    with pytest.raises(ConfigError,
+                       match=r"unknown key 'EPOCH_SIZE' \(did you mean 'epoch_size'\?\)"):
+        load_config("smoke", {"EPOCH_SIZE": 3})
+    with pytest.raises(ParameterError, match=r"'EPOCH_SIZE' \(did you mean 'epoch_size'\?\)"):
+        config_from_parameters({"EPOCH_SIZE": 3})
+    with pytest.raises(ReproduceError, match=r"\(did you mean 'epoch_size'\?\)"):
+        typed_parameters([("EPOCH_SIZE", "3")], set())

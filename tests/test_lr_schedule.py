@@ -188,3 +188,25 @@ def test_linear_scaling_rule_of_the_models_repo(devices, expected):
 def test_scaled_lr_max_rejects_zero_devices():
     with pytest.raises(ValueError, match="device_num"):
         scaled_lr_max(0.1, 0)
+
+
+def test_lr_for_config_trusts_the_checked_config(monkeypatch):
+    """A Config checked lr_init <= lr_max and the rest when it was built (and is
+    frozen), so lr_for_config does not check them again; get_lr, which takes raw
+    numbers, does."""
+    from msresnet.config import load_config
+    from msresnet.model import lr_schedule
+
+    checked = []
+    real = lr_schedule._check_arguments
+    monkeypatch.setattr(lr_schedule, "_check_arguments",
+                        lambda *args: checked.append(args) or real(*args))
+    config = load_config("gpu")
+    from_config = lr_for_config(config, 97)
+    assert checked == []
+    direct = get_lr(config.lr_schedule, config.lr_init, config.lr_max, config.lr_end,
+                    config.warmup_epochs, config.epoch_size, 97)
+    assert len(checked) == 1
+    np.testing.assert_array_equal(from_config, direct)
+    with pytest.raises(ValueError, match="^steps_per_epoch: must be an integer >= 1"):
+        lr_for_config(config, 0)  # from the dataset, not the config: still checked

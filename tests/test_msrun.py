@@ -3,11 +3,14 @@
 One small job (2 workers x 64 images x 2 epochs) is run once for the module and
 checked for what data parallelism promises; the failure tests check that a taken
 port, a scheduler that cannot start and a killed worker end the job with an error
-that names the rank and shows its log, instead of hanging.
+that names the rank and shows its log, instead of hanging. Those start msrun and are
+marked slow; the checks of the plan (the command, the one checked config the
+workers load) take a second and are not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import socket
 import subprocess
@@ -21,14 +24,15 @@ import psutil
 import pytest
 
 from msresnet.jobs import launch
-from msresnet.config import ConfigError
+from msresnet.config import ConfigError, load_config
 from msresnet.jobs.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 
 DATA = REPO_ROOT / "data" / "cifar-10-batches-bin"
-pytestmark = [pytest.mark.skipif(not (DATA / "data_batch_1.bin").is_file(),
-                                 reason="CIFAR-10 not prepared (make data)"),
-              pytest.mark.slow]  # msrun jobs (a few quick checks of the plan come along)
+needs_data = pytest.mark.skipif(not (DATA / "data_batch_1.bin").is_file(),
+                                reason="CIFAR-10 not prepared (make data)")
+# The msrun jobs below are marked @pytest.mark.slow and @needs_data (skipped without
+# the data) one by one; the checks of the plan need neither.
 
 SMALL = {"epoch_size": 2, "train_samples": 64, "eval_samples": 32, "batch_size": 32,
          "keep_checkpoint_max": 5}
@@ -59,6 +63,22 @@ def job(tmp_path_factory):
             "seconds": time.monotonic() - started}
 
 
+@pytest.mark.slow
+@needs_data
+@pytest.mark.timeout(1200)
+def test_every_worker_trained_with_the_launchers_checked_config(job):
+    """The job folder holds the config the launcher checked, which the workers
+    loaded: the run's own record (config.yaml, written by rank 0) is the same config,
+    but for the data folder, which a run records as an absolute path."""
+    plan, output = job["plan"], job["output"]
+    launched = load_config(output / "launch.yaml")
+    assert launched == plan.config == load_config("smoke", {**SMALL, "output_dir": str(output)})
+    recorded = load_config(output / "config.yaml")
+    assert dataclasses.replace(recorded, data_dir=launched.data_dir) == launched
+
+
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_both_ranks_ran_to_the_end(job):
@@ -78,6 +98,8 @@ def test_both_ranks_ran_to_the_end(job):
     assert step_times(records).shape == (STEPS_PER_EPOCH,)  # epoch 2 only
 
 
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_only_rank_0_writes_checkpoints_and_history(job):
@@ -91,6 +113,8 @@ def test_only_rank_0_writes_checkpoints_and_history(job):
                    for line in result.log_lines(1))
 
 
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_ranks_read_disjoint_shards(job):
@@ -106,6 +130,8 @@ def test_ranks_read_disjoint_shards(job):
         assert epoch.shared == 0 and epoch.union == 128
 
 
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_parameters_are_identical_across_ranks(job):
@@ -124,6 +150,8 @@ def test_parameters_are_identical_across_ranks(job):
     assert from_checkpoint["weights"]["max_abs_diff"] == 0.0
 
 
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_gradients_are_averaged_not_summed(job):
@@ -143,6 +171,8 @@ def test_gradients_are_averaged_not_summed(job):
 
 
 # --------------------------------------------------------------------------- failures
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(120)
 def test_port_taken_is_reported_at_once():
     with socket.socket() as holder:
@@ -159,6 +189,8 @@ def test_port_taken_is_reported_at_once():
     assert not (REPO_ROOT / "runs" / "never").exists()
 
 
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(300)
 def test_scheduler_that_cannot_bind_fails_fast_with_its_log(tmp_path):
     """Without the port check msrun alone would wait cluster_time_out (here 120 s)
@@ -179,6 +211,8 @@ def test_scheduler_that_cannot_bind_fails_fast_with_its_log(tmp_path):
     assert seconds < plan.cluster_time_out
 
 
+@pytest.mark.slow
+@needs_data
 @pytest.mark.timeout(600)
 def test_killed_worker_ends_the_job_with_its_rank_and_log(tmp_path):
     output = tmp_path / "run"
@@ -211,19 +245,59 @@ def test_killed_worker_ends_the_job_with_its_rank_and_log(tmp_path):
 
 
 # --------------------------------------------------------------------------- the command
-def test_dry_run_prints_the_msrun_command():
+def test_dry_run_prints_the_msrun_command(tmp_path):
     proc = _python_launch("--workers", "2", "--profile", "smoke", "--output", "runs/dp2",
-                          "--epoch_size", "1", "--master_port", "29500", "--dry-run")
+                          "--epoch_size", "1", "--master_port", "29500", "--dry-run",
+                          cwd=tmp_path)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    command = out.replace("\\\n", " ").split()
+    note, shell = out[:out.index("msrun ")], out[out.index("msrun "):]
+    command = shell.replace("\\\n", " ").split()
     assert command[:2] == ["msrun", "--worker_num=2"]
     for option in ("--local_worker_num=2", "--master_port=29500", "--log_dir=runs/dp2/logs",
                    "--join=True"):
         assert option in command
     entry = command.index("python")
-    assert command[entry:entry + 5] == ["python", "-m", "msresnet", "train", "--config", "smoke"]
-    assert "--epoch_size" in command and "--no-progress" in command
+    # The workers load the one checked config; no override is parsed again.
+    assert command[entry:] == ["python", "-m", "msresnet", "train", "--config",
+                               "runs/dp2/launch.yaml", "--no-progress"]
+    assert "--epoch_size" not in command
+    assert " ".join(note.replace("#", " ").split()) == (
+        "every worker loads runs/dp2/launch.yaml (written when the job starts): profile "
+        "smoke with epoch_size=1, output_dir=runs/dp2")
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+
+
+def test_the_launcher_checks_the_config_once_and_the_workers_load_it(monkeypatch, tmp_path):
+    """One load, one check (before: load, scale, load again, then the workers parsed
+    the overrides as text); the file the job writes loads back to that config."""
+    from msresnet import config as config_module
+
+    checks, reads = [], []
+    check, read = config_module._check_values, config_module._read_yaml
+    monkeypatch.setattr(config_module, "_check_values",
+                        lambda *a: checks.append(1) or check(*a))
+    monkeypatch.setattr(config_module, "_read_yaml", lambda *a: reads.append(1) or read(*a))
+    plan = build_plan(2, "smoke", {**SMALL, "train_samples": "none", "lr_init": 0.001},
+                      str(tmp_path / "run"))
+    assert (len(checks), len(reads)) == (1, 1)
+    assert plan.train_args == ["--config", str(tmp_path / "run" / "launch.yaml"),
+                               "--no-progress"]
+    assert plan.config.train_samples is None and plan.config.epoch_size == 2
+    assert plan.changes == {**SMALL, "train_samples": None, "lr_init": 0.001,
+                            "output_dir": str(tmp_path / "run")}
+    scaled = build_plan(2, "smoke", SMALL, str(tmp_path / "run"), lr_reference_devices=1)
+    # the second plan reads the profile once; its scaled copy is checked once more
+    assert (len(checks), len(reads)) == (3, 2)
+    assert scaled.config == dataclasses.replace(plan.config, lr_init=load_config("smoke").lr_init,
+                                                train_samples=64, lr_max=scaled.lr_max)
+
+    file = tmp_path / plan.config_file
+    file.parent.mkdir(parents=True)
+    file.write_text(plan.config_text())
+    assert load_config(file) == plan.config
+    assert file.read_text().startswith("# Written by msresnet launch: the checked config "
+                                       f"every worker loads (msresnet train --config {file}).")
 
 
 def test_free_port_by_default_and_taken_port_detected():
@@ -238,15 +312,22 @@ def test_free_port_by_default_and_taken_port_detected():
 def test_learning_rate_scaling_is_opt_in_and_written_out():
     plain = build_plan(8, "gpu", output="runs/g")
     assert plain.lr_max is None and "--lr_max" not in plain.train_args
+    assert plain.config.lr_max == load_config("gpu").lr_max and "lr_max" not in plain.changes
     scaled = build_plan(8, "gpu", output="runs/g", lr_reference_devices=8)
     assert scaled.lr_max == pytest.approx(0.1)
     one = build_plan(1, "gpu", output="runs/g", lr_reference_devices=8)
     assert one.lr_max == pytest.approx(0.0125)
-    assert one.train_args[one.train_args.index("--lr_max") + 1] == "0.0125"
+    # written out: into the config the workers load, and the note printed with the command
+    assert one.config.lr_max == one.lr_max == one.changes["lr_max"] == 0.0125
+    assert "lr_max: 0.0125\n" in one.config_text() and "lr_max=0.0125" in one.describe_config()
     smoke = build_plan(2, "smoke", output="runs/s", lr_reference_devices=1)
     assert smoke.lr_max == pytest.approx(0.004)
-    with pytest.raises(ConfigError, match="lr_init"):  # 0.0002 > 0.002 / 16
+    with pytest.raises(ConfigError, match=r"^lr_init: must not exceed lr_max \(0.000125, from "
+                                          r"lr_max 0.002 x 1/16, --lr_reference_devices 16\), "
+                                          r"got 0.0002 \(in profile smoke"):
         build_plan(1, "smoke", output="runs/s", lr_reference_devices=16)
+    with pytest.raises(LaunchError, match="lr_reference_devices: must be a positive integer"):
+        build_plan(1, "smoke", lr_reference_devices=0)
 
 
 def test_several_nodes_need_an_agreed_port_and_a_valid_node_rank():

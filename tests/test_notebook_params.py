@@ -114,6 +114,25 @@ def test_null_text_sets_an_optional_field_to_none():
         config_from_parameters({"batch_size": "null"})  # not optional: no magic
 
 
+@pytest.mark.parametrize("word", ["null", "none", "~", "None", " NULL "])
+def test_null_words_are_the_command_lines(word):
+    """The same words mean null as on the command line and in a YAML file (the
+    config's NULL_WORDS): '~' was refused here while --train_samples '~' worked."""
+    from msresnet.config import parse_overrides
+
+    config = config_from_parameters({"train_samples": word, "resume_from": word})
+    assert (config.train_samples, config.resume_from) == (None, None)
+    assert parse_overrides(["--train_samples", word]) == {"train_samples": None}
+
+
+def test_config_from_parameters_is_frozen():
+    import dataclasses
+
+    config = config_from_parameters({"epoch_size": 2})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.epoch_size = 0
+
+
 def test_boolean_text_from_papermill_is_converted():
     # papermill -p zero_init_residual false passes the string "false"
     assert config_from_parameters({"zero_init_residual": "false"}).zero_init_residual is False

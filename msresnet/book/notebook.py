@@ -14,8 +14,9 @@ each must be a :class:`~msresnet.config.Config` field or one of the notebook's o
 ``extras``, or it raises :class:`ParameterError` naming it. Config fields left at
 ``None`` keep the profile's value, so ``-p profile cpu`` really runs the ``cpu``
 profile; anything else is an override, validated by :func:`load_config`. For
-the fields that may be null, the text ``"null"`` (``-p train_samples null``)
-asks for null itself.
+the fields that may be null, a null word as text (``-p train_samples null``; the
+config's :data:`~msresnet.config.NULL_WORDS`, as on the command line) asks for null
+itself.
 
 Notebooks also record their key figures with :func:`record_metrics`, so that
 ``msresnet reproduce`` reads numbers, not scraped text.
@@ -23,13 +24,14 @@ Notebooks also record their key figures with :func:`record_metrics`, so that
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
+from msresnet.cli import did_you_mean
 from msresnet.config import (FIELDS, Config, ConfigError, Overrides, load_config,
                              value_from_text)
 from msresnet.paths import REPO_ROOT
@@ -42,7 +44,6 @@ NBVAL_OUTPUTS_VARIABLE = "MSRESNET_NBVAL_OUTPUTS"
 # command runs every chapter on a second, differing copy of CIFAR-10 (see the README).
 DATA_DIR_VARIABLE = "MSRESNET_DATA_DIR"
 PATH_FIELDS = ("data_dir", "output_dir")
-NULL_TEXTS = ("null", "none")
 
 
 class ParameterError(ConfigError):
@@ -89,14 +90,15 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
     known = set(FIELDS) | set(extras)
     for name in params:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = did_you_mean(name, known)
             raise ParameterError(
                 f"unknown notebook parameter '{name}'{hint}; parameters are config keys "
                 f"or this notebook's own: {', '.join(sorted(extras)) or 'none'}",
                 key=name, value=params[name], source="notebook parameters")
     profile = params.get("profile") or "smoke"
-    overrides = Overrides({k: _null_text(k, v) for k, v in params.items()
+    # None means "the profile's value"; a null word (text) asks for null, which the
+    # config reads as it reads it from a file or the command line.
+    overrides = Overrides({k: value_from_text(k, v) for k, v in params.items()
                            if k in FIELDS and k != "profile" and v is not None},
                           source="notebook parameters")
     given = set(overrides)  # what the parameters set explicitly
@@ -108,26 +110,10 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
         # parameters as their source.)
         overrides = Overrides({**overrides, "data_dir": data_dir}, source=overrides.source)
     config = load_config(profile, overrides)
-    for field in PATH_FIELDS:
-        value = getattr(config, field)
-        if field not in given and not os.path.isabs(value):
-            setattr(config, field, os.path.relpath(REPO_ROOT / value))
-    return config
-
-
-def _null_text(name: str, value: Any) -> Any:
-    """``"null"``/``"none"`` for a field that allows None: the explicit None; and
-    ``"false"``/``"true"`` for a boolean field (:func:`msresnet.config.value_from_text`).
-
-    None itself means "the profile's value", so ``-p train_samples null`` (a
-    string to papermill) is how a run asks for, e.g., all 50,000 images.
-    """
-    value = value_from_text(name, value)
-    if isinstance(value, str) and value.strip().lower() in NULL_TEXTS:
-        hint = FIELDS[name].type
-        if "None" in str(hint):
-            return None
-    return value
+    relative = {field: os.path.relpath(REPO_ROOT / getattr(config, field))
+                for field in PATH_FIELDS
+                if field not in given and not os.path.isabs(getattr(config, field))}
+    return dataclasses.replace(config, **relative) if relative else config  # Config is frozen
 
 
 def record_metrics(chapter: str, metrics: Mapping[str, Any]) -> dict[str, Any]:

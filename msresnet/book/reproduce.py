@@ -25,7 +25,6 @@ import argparse
 import ast
 import base64
 import datetime as dt
-import difflib
 import hashlib
 import importlib.metadata
 import json
@@ -45,9 +44,10 @@ import nbformat
 import yaml
 
 from msresnet import atomic
+from msresnet.cli import did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
-from msresnet.data.preparation import provenance
+from msresnet.data.cifar10 import provenance
 from msresnet.book.notebook import DATA_DIR_VARIABLE, METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.paths import REPO_ROOT
 
@@ -136,9 +136,7 @@ def typed_parameters(pairs: Sequence[Sequence[str]], known_extras: set[str]) -> 
         elif key in known_extras:
             values[key] = yaml.safe_load(text)
         else:
-            known = sorted(set(FIELDS) | known_extras)
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = did_you_mean(key, sorted(set(FIELDS) | known_extras))
             raise ReproduceError(f"-p {key}: unknown parameter{hint}; it is neither a config "
                                  "key nor a parameter of the selected chapters")
     return values

@@ -17,11 +17,15 @@ What it adds to plain ``msrun``:
 * a free ``--master_port`` by default, and a check that a given one is free
   (``msrun`` would otherwise wait ``--cluster_time_out`` seconds and fail with a
   generic message);
-* the config is loaded and checked *before* any process starts (a typo fails in
-  a second, not after N processes imported MindSpore);
+* the config is loaded and checked *once*, before any process starts (a typo
+  fails in a second, not after N processes imported MindSpore), and that checked
+  config is what every worker trains with: the job writes it, everything resolved,
+  to ``<output>/launch.yaml`` when it starts, and each worker runs
+  ``msresnet train --config <output>/launch.yaml`` with no overrides to parse again
+  (on several nodes, each node's ``msresnet launch`` writes its own copy);
 * the optional linear learning-rate scaling (``--lr_reference_devices R``: the
-  profile's ``lr_max`` was tuned for R devices; the command gets
-  ``--lr_max lr_max * N / R``, written out so you see the rate you train with);
+  profile's ``lr_max`` was tuned for R devices; the job's config gets
+  ``lr_max * N / R``, printed so you see the rate you train with);
 * when a worker dies, the scheduler fails, or ``--timeout`` passes, every process
   of the job is stopped and the error names the rank, its exit code and the tail of
   its log; exit code 1 (2 for a bad command line or config).
@@ -33,6 +37,7 @@ All logs (``scheduler.log``, ``worker_<rank>.log``, ``msrun.log``) go to
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shlex
@@ -40,6 +45,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -49,14 +55,16 @@ from typing import Any, TextIO
 
 import psutil
 
+from msresnet.atomic import write_text
 from msresnet.cli import DEBUG_VARIABLE
-from msresnet.config import ConfigError, load_config, parse_overrides
+from msresnet.config import FIELDS, Config, ConfigError, Overrides, load_config, parse_overrides
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 from msresnet.model.lr_schedule import scaled_lr_max
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
 TRAIN_ENTRY = ("python", "-m", "msresnet", "train")
 LOG_FOLDER = "logs"
+LAUNCH_CONFIG = "launch.yaml"      # in the job folder: the checked config every worker loads
 RANK_DUMP_FOLDER = "ranks"
 MSRUN_LOG = "msrun.log"
 SCHEDULER_LOG = "scheduler.log"
@@ -133,16 +141,17 @@ def is_local_address(address: str) -> bool:
 
 
 # --------------------------------------------------------------------------- the plan
-def _text(value: Any) -> str:
-    """A Config value as the training command line expects it."""
-    if value is None:
-        return "null"
-    return repr(value) if isinstance(value, float) else str(value)
-
-
 @dataclass
 class LaunchPlan:
-    """Everything needed to start the job on this node; ``command`` is what runs."""
+    """Everything needed to start the job on this node; ``command`` is what runs.
+
+    ``config`` is the checked config every worker trains with; :func:`run` writes it
+    to ``config_file`` (relative to the job's working folder), which ``train_args``
+    name. A plan without a config runs its ``entry`` and ``train_args`` as they are
+    (chapter 7 times an all-reduce that way). ``changes`` are the values the launch
+    set on top of the profile (overrides, ``output_dir``, a scaled ``lr_max``), to
+    show them; ``lr_max`` is the scaled rate, or None when not scaled.
+    """
 
     workers: int
     local_workers: int
@@ -156,6 +165,9 @@ class LaunchPlan:
     env: dict[str, str] = field(default_factory=dict)
     entry: tuple[str, ...] = TRAIN_ENTRY
     lr_max: float | None = None
+    config: Config | None = None
+    config_file: str | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
 
     def msrun_options(self) -> list[str]:
         options = [f"--worker_num={self.workers}", f"--local_worker_num={self.local_workers}",
@@ -185,24 +197,27 @@ class LaunchPlan:
         lines.append(line)
         return " \\\n".join(lines)
 
+    def config_text(self) -> str:
+        """What :func:`run` writes to ``config_file``: the config as YAML, with a header."""
+        assert self.config is not None
+        return (f"# Written by msresnet launch: the checked config every worker loads "
+                f"({' '.join(self.entry[2:])} --config {self.config_file}).\n"
+                + self.config.to_yaml())
 
-def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any] | None = None,
-               output: str | None = None, *, master_port: int | None = None,
-               master_addr: str = "127.0.0.1", local_workers: int | None = None,
-               node_rank: int | None = None, log_dir: str | None = None,
-               cluster_time_out: int = DEFAULT_CLUSTER_TIME_OUT,
-               lr_reference_devices: int | None = None, rank_dump: bool = False,
-               progress: bool = False, entry: Sequence[str] = TRAIN_ENTRY) -> LaunchPlan:
-    """Check the config and build the command for ``workers`` processes in total.
+    def describe_config(self, width: int = 80) -> str:
+        """One comment saying which file the workers load and what it sets."""
+        assert self.config is not None
+        changes = ", ".join(f"{key}={'null' if value is None else value}"
+                            for key, value in self.changes.items())
+        text = (f"every worker loads {self.config_file} (written when the job starts): "
+                f"profile {self.config.profile}" + (f" with {changes}" if changes else ""))
+        return textwrap.fill(text, width, initial_indent="# ", subsequent_indent="#   ",
+                             break_on_hyphens=False)
 
-    ``overrides`` are Config fields for the training command (as
-    :func:`msresnet.config.load_config` takes them); ``output`` sets ``output_dir``.
-    ``local_workers`` (default: all) start on this node; with fewer than
-    ``workers``, the others run on other nodes, started with the same command but
-    their own ``node_rank``, and ``master_port`` must be given (all nodes must agree).
-    ``rank_dump`` sets :data:`DUMP_VARIABLE` to ``<output>/ranks``.
-    Raises :class:`~msresnet.config.ConfigError` or :class:`LaunchError`.
-    """
+
+def _check_layout(workers: int, local_workers: int | None, node_rank: int | None,
+                  master_port: int | None, cluster_time_out: int) -> int:
+    """Check how the workers spread over the nodes; returns the workers on this node."""
     for name, value in (("workers", workers), ("cluster_time_out", cluster_time_out)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise LaunchError(f"{name}: must be a positive integer, got {value!r}")
@@ -218,35 +233,68 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
                           f"with {local} per node, got {node_rank!r}")
     if master_port is not None and not 1024 <= master_port <= 65535:
         raise LaunchError(f"master_port: must be 1024..65535 (what msrun accepts), got {master_port}")
+    return local
 
-    values = dict(overrides or {})
-    values.pop("profile", None)
+
+def job_config(profile: str, overrides: Mapping[str, Any] | None, output: str | None,
+               workers: int, lr_reference_devices: int | None = None) -> Config:
+    """The config every worker trains with: the profile, the overrides, ``output`` as
+    ``output_dir``, loaded and checked once; with ``lr_reference_devices``, its
+    ``lr_max`` scaled to ``workers`` devices, a changed copy (checked once in its turn,
+    so that ``lr_init`` and ``lr_end`` still do not exceed the scaled rate)."""
+    if lr_reference_devices is not None and (isinstance(lr_reference_devices, bool) or not
+                                             isinstance(lr_reference_devices, int)
+                                             or lr_reference_devices < 1):
+        raise LaunchError(f"lr_reference_devices: must be a positive integer, "
+                          f"got {lr_reference_devices!r}")
+    values = Overrides(overrides or {}, getattr(overrides, "source", "overrides"))
     if output is not None:
         values["output_dir"] = output
     config = load_config(profile, values)
-    lr_max = None
-    if lr_reference_devices is not None:
-        if isinstance(lr_reference_devices, bool) or not isinstance(lr_reference_devices, int) \
-                or lr_reference_devices < 1:
-            raise LaunchError(f"lr_reference_devices: must be a positive integer, "
-                              f"got {lr_reference_devices!r}")
-        lr_max = scaled_lr_max(config.lr_max, workers, lr_reference_devices)
-        values["lr_max"] = lr_max
-        config = load_config(profile, values)  # e.g. lr_init must stay <= lr_max
+    if lr_reference_devices is None:
+        return config
+    scaled = scaled_lr_max(config.lr_max, workers, lr_reference_devices)
+    sources = dict.fromkeys(FIELDS, f"profile {profile} with the launch's overrides")
+    sources["lr_max"] = (f"lr_max {config.lr_max:g} x {workers}/{lr_reference_devices}, "
+                         f"--lr_reference_devices {lr_reference_devices}")
+    return dataclasses.replace(config, lr_max=scaled, sources=sources)
 
-    args = ["--config", profile, "--output", config.output_dir]
-    for key, value in values.items():
-        if key != "output_dir":
-            args += [f"--{key}", _text(value)]
-    if not progress:
-        args.append("--no-progress")
+
+def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any] | None = None,
+               output: str | None = None, *, master_port: int | None = None,
+               master_addr: str = "127.0.0.1", local_workers: int | None = None,
+               node_rank: int | None = None, log_dir: str | None = None,
+               cluster_time_out: int = DEFAULT_CLUSTER_TIME_OUT,
+               lr_reference_devices: int | None = None, rank_dump: bool = False,
+               progress: bool = False, entry: Sequence[str] = TRAIN_ENTRY) -> LaunchPlan:
+    """Check the config and build the command for ``workers`` processes in total.
+
+    ``overrides`` are Config fields for the training (as
+    :func:`msresnet.config.load_config` takes them); ``output`` sets ``output_dir``.
+    The workers get the checked config itself (:func:`job_config`), as the file
+    ``<output_dir>/launch.yaml`` that :func:`run` writes: ``--config`` that file.
+    ``local_workers`` (default: all) start on this node; with fewer than
+    ``workers``, the others run on other nodes, started with the same command but
+    their own ``node_rank``, and ``master_port`` must be given (all nodes must agree).
+    ``rank_dump`` sets :data:`DUMP_VARIABLE` to ``<output>/ranks``.
+    Raises :class:`~msresnet.config.ConfigError` or :class:`LaunchError`.
+    """
+    local = _check_layout(workers, local_workers, node_rank, master_port, cluster_time_out)
+    config = job_config(profile, overrides, output, workers, lr_reference_devices)
+    scaled = lr_reference_devices is not None
+    given = [*(overrides or {}), *(["output_dir"] if output is not None else []),
+             *(["lr_max"] if scaled else [])]
+    config_file = str(Path(config.output_dir) / LAUNCH_CONFIG)
+    args = ["--config", config_file] + ([] if progress else ["--no-progress"])
     env = {DUMP_VARIABLE: str(Path(config.output_dir) / RANK_DUMP_FOLDER)} if rank_dump else {}
     return LaunchPlan(
         workers=workers, local_workers=local, master_addr=master_addr,
         master_port=free_port(master_addr) if master_port is None else master_port,
         node_rank=node_rank, log_dir=log_dir or str(Path(config.output_dir) / LOG_FOLDER),
         output_dir=config.output_dir, cluster_time_out=cluster_time_out, train_args=args,
-        env=env, entry=tuple(entry), lr_max=lr_max)
+        env=env, entry=tuple(entry), lr_max=config.lr_max if scaled else None,
+        config=config, config_file=config_file,
+        changes={key: getattr(config, key) for key in dict.fromkeys(given)})
 
 
 # --------------------------------------------------------------------------- running
@@ -416,7 +464,8 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
     ``timeout`` (seconds, None: no limit) bounds the whole job; ``echo`` gets msrun's
     console output (rank 0's log) as it comes; ``cwd`` is where relative paths in the
     plan are taken from. ``check_port=False`` skips the free-port check (to test what
-    happens without it).
+    happens without it). Once the port is known to be free, the plan's config is
+    written to its ``config_file``, which every worker then loads.
     """
     cwd = Path(cwd)
     if check_port and is_local_address(plan.master_addr) \
@@ -424,6 +473,9 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
         raise LaunchError(f"master_port {plan.master_port} on {plan.master_addr} is already in "
                           f"use{_port_owner(plan.master_port)}; pass another --master_port, or "
                           f"none to pick a free one")
+    if plan.config is not None:
+        (cwd / plan.config_file).parent.mkdir(parents=True, exist_ok=True)
+        write_text(cwd / plan.config_file, plan.config_text())
     started = time.monotonic()
     job = _Job(plan, cwd, echo)
     scheduler_failed_at: float | None = None
@@ -481,7 +533,7 @@ def _parser() -> argparse.ArgumentParser:
                              f"{RANK_DUMP_FOLDER} ({DUMP_VARIABLE})")
     parser.add_argument("--progress", action="store_true", help="rank 0 shows a progress bar")
     parser.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
-                        help="print the command and exit")
+                        help="check the config, print the command and exit (writes nothing)")
     return parser
 
 
@@ -504,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if plan.lr_max is not None:
         print(f"# lr_max scaled to {args.workers} workers: {plan.lr_max:g}")
+    print(plan.describe_config())
     print(plan.shell(), flush=True)
     if args.dry_run:
         return 0

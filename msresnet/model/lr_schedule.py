@@ -115,7 +115,21 @@ def get_lr(schedule: str, lr_init: float, lr_max: float, lr_end: float,
     and how they compare with the models repo's ``src/lr_generator.py``.
     ``warmup_epochs`` may be 0 (start at ``lr_max``) or equal ``total_epochs`` (the
     whole run is warmup). Bad arguments raise ``ValueError`` naming the argument.
+
+    This is the entry for raw numbers (chapter 2 draws schedules with rates no
+    profile has, e.g. ``lr_end=0``), so it checks them, :func:`_check_arguments`.
+    The training passes a :class:`msresnet.config.Config` to :func:`lr_for_config`
+    instead, which the config already checked when it was built.
     """
+    _check_arguments(schedule, lr_init, lr_max, lr_end, warmup_epochs, total_epochs)
+    return _schedule(schedule, float(lr_init), float(lr_max), float(lr_end),
+                     int(warmup_epochs), int(total_epochs),
+                     _check_int("steps_per_epoch", steps_per_epoch, 1))
+
+
+def _check_arguments(schedule: str, lr_init: Any, lr_max: Any, lr_end: Any,
+                     warmup_epochs: Any, total_epochs: Any) -> None:
+    """What :mod:`msresnet.config` checks for a Config, for callers that pass numbers."""
     if schedule not in _DECAYS:
         choices = ", ".join(repr(s) for s in SCHEDULES)
         raise ValueError(f"schedule: must be one of {choices}, got {schedule!r}")
@@ -129,12 +143,15 @@ def get_lr(schedule: str, lr_init: float, lr_max: float, lr_end: float,
     if lr_end > lr_max:
         raise ValueError(f"lr_end: must not exceed lr_max ({lr_max:g}), got {lr_end:g}")
     total_epochs = _check_int("total_epochs", total_epochs, 1)
-    steps_per_epoch = _check_int("steps_per_epoch", steps_per_epoch, 1)
     warmup_epochs = _check_int("warmup_epochs", warmup_epochs, 0)
     if warmup_epochs > total_epochs:
         raise ValueError(f"warmup_epochs: must not exceed total_epochs ({total_epochs}), "
                          f"got {warmup_epochs}")
 
+
+def _schedule(schedule: str, lr_init: float, lr_max: float, lr_end: float,
+              warmup_epochs: int, total_epochs: int, steps_per_epoch: int) -> np.ndarray:
+    """:func:`get_lr`'s array, for arguments already checked."""
     total_steps = total_epochs * steps_per_epoch
     warmup_steps = warmup_epochs * steps_per_epoch
     step = np.arange(total_steps, dtype=np.float64)
@@ -150,9 +167,15 @@ def get_lr(schedule: str, lr_init: float, lr_max: float, lr_end: float,
 def lr_for_config(config: Any, steps_per_epoch: int) -> np.ndarray:
     """:func:`get_lr` for a :class:`msresnet.config.Config` (its ``lr_*`` fields,
     ``warmup_epochs`` and ``epoch_size``); ``steps_per_epoch`` comes from the dataset
-    (``dataset.get_dataset_size()``)."""
-    return get_lr(config.lr_schedule, config.lr_init, config.lr_max, config.lr_end,
-                  config.warmup_epochs, config.epoch_size, steps_per_epoch)
+    (``dataset.get_dataset_size()``).
+
+    The config's values are not checked again: a Config checks them all (rates,
+    ``lr_init``/``lr_end`` at most ``lr_max``, warmup within the epochs) when it is
+    built, and it is frozen. Only ``steps_per_epoch``, which no config holds, is.
+    """
+    return _schedule(config.lr_schedule, config.lr_init, config.lr_max, config.lr_end,
+                     config.warmup_epochs, config.epoch_size,
+                     _check_int("steps_per_epoch", steps_per_epoch, 1))
 
 
 def steps_per_epoch(num_samples: int, batch_size: int, device_num: int = 1) -> int:
