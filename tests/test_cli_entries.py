@@ -94,9 +94,11 @@ def test_every_module_with_main_is_a_command() -> None:
     with_main = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
                  for p in PACKAGE.rglob("*.py") if re.search(r"^def main\(", p.read_text(), re.M)}
     assert with_main - {"msresnet.cli"} == {module for module, _ in cli.COMMANDS.values()}
-    shims = [p for p in PACKAGE.rglob("*.py")
-             if 'if __name__ == "__main__"' in p.read_text() and p.name != "__main__.py"]
-    assert not shims, shims
+    run_as_files = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                          if p.name != "__main__.py" and re.search(
+                              r"^if __(name__ == .__main__.|package__ in)", p.read_text(), re.M))
+    # The one file that runs by its path: ModelArts starts a job's boot file by path.
+    assert run_as_files == ["jobs/job.py"], run_as_files
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -240,7 +240,7 @@ def test_older_flow_through_moxing_needs_no_credentials(tmp_path, tiny_archive):
     env = _without_object_store({
         "PYTHONPATH": str(REPO_ROOT / "tests" / "fake_moxing"),
         "FAKE_MOXING_ROOT": str(store), "FAKE_MOXING_LOG": str(calls)})
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "msresnet" / "job.py"),
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "msresnet" / "jobs" / "job.py"),
                            "--data_url", "obs://bucket/data/",
                            "--train_url", "obs://bucket/runs/r1/", *SMALL_RUN,
                            "--cache_dir", str(tmp_path / "cache")], capture_output=True,
