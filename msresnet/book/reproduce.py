@@ -47,7 +47,7 @@ from msresnet import atomic
 from msresnet.cli import did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
-from msresnet.data.cifar10 import provenance
+from msresnet.data.preparation import provenance
 from msresnet.book.notebook import DATA_DIR_VARIABLE, METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.paths import REPO_ROOT
 
