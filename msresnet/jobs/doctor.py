@@ -51,6 +51,7 @@ from msresnet.atomic import write_json
 from msresnet.config import Config, load_config
 from msresnet.cpu_speed import cpu_model
 from msresnet.data.cifar10 import DatasetError, dataset_folder, split_counts, validate
+from msresnet.data.source import choose_data_dir
 from msresnet.jobs.launch import MSRUN_MODULE
 from msresnet.paths import REPO_ROOT, in_repo
 
@@ -457,8 +458,12 @@ def duration(seconds: float) -> str:
 
 def check_speed(config: Config, steps: int, batch_size: int, images: int) -> Check:
     """Time the profile's training step here and project the whole run from it."""
+    from msresnet.experiments.bench import load_average
+
+    before = load_average()
     try:
         timing = timed_run(config, steps, batch_size)
+        timing["load_average"] = [before, load_average()]
     except Exception as err:  # noqa: BLE001 - report what a run would hit, as one line
         first = (str(err).strip().splitlines() or [""])[0]
         return Check("speed", FAIL, f"training steps failed: {type(err).__name__}: {first}",
@@ -466,8 +471,11 @@ def check_speed(config: Config, steps: int, batch_size: int, images: int) -> Che
                      {"traceback": traceback.format_exc()})
     plan = projection(config, timing["images_per_second"], images)
     cited = cited_figures(config)
+    load = timing["load_average"]
     notes = [f"timed {timing['steps']} steps after {timing['steps']} that compiled the graph "
              f"({duration(timing['first_epoch_seconds'])})",
+             f"load average before/after: {load[0] and load[0][0]} / {load[1] and load[1][0]} "
+             f"on {len(os.sched_getaffinity(0))} cores (other work slows these figures)",
              f"projected: {plan['steps_per_epoch']} steps of batch {config.batch_size} per epoch, "
              f"{duration(plan['epoch_seconds'])} each,",
              f"  {duration(plan['run_seconds'])} for {plan['epochs']} epochs (training only: "
@@ -476,7 +484,7 @@ def check_speed(config: Config, steps: int, batch_size: int, images: int) -> Che
         notes.append(f"timed at batch {batch_size}, not the profile's {config.batch_size}: "
                      "the speed differs")
     for figure in cited:
-        notes += [f"cited: {figure['text']}", f"  ({figure['source']})"]
+        notes += [f"cited: {figure['text']}", f"  source: {figure['source']}"]
     summary = (f"{timing['images_per_second']:.1f} images/s, {timing['ms_per_step']:.0f} ms/step "
                f"at batch {batch_size}")
     return Check("speed", OK, summary, details={"timing": timing, "projection": plan,
@@ -549,6 +557,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     config = load_config(args.profile, {"data_dir": args.data_dir} if args.data_dir else {})
+    # the folder training would read: the one given, else $MSRESNET_DATA_DIR, else the profile's
+    config = dataclasses.replace(config, data_dir=choose_data_dir(config.data_dir,
+                                                                  args.data_dir is not None))
     print(header(config), flush=True)
     checks: list[Check] = []
     for check in diagnose(config, args.steps, args.batch_size or config.batch_size):
