@@ -344,6 +344,11 @@ def test_bad_arguments_fail_before_anything_starts():
     proc = _python_launch("--workers", "2", "--batchsize", "8", "--dry-run")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "did you mean 'batch_size'" in err
+    proc = _python_launch("--workers", "2", "--epoch_size", "2", "--warmup_epochs", "3",
+                          "--dry-run")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and err.strip() == (
+        "error: warmup_epochs: must not exceed epoch_size (2), got 3 (in command-line arguments)")
     with pytest.raises(LaunchError, match="workers"):
         build_plan(0)
     with pytest.raises(LaunchError, match="local_workers"):

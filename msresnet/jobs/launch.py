@@ -542,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, rest = parser.parse_known_args(argv)
     try:
-        overrides = dict(parse_overrides(rest))
+        overrides = parse_overrides(rest)  # errors name the command line
         if "output_dir" in overrides and args.output is None:
             args.output = overrides.pop("output_dir")
         plan = build_plan(args.workers, args.profile, overrides, args.output,
