@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 from msresnet.data import cifar10
-from msresnet.data.images import ImageError, fit_square, model_input, normalize, read_image
+from msresnet.data.images import (WHITE, ImageError, fit_square, model_input, normalize,
+                                  open_picture, read_image, to_rgb)
 from msresnet.paths import REPO_ROOT
 from msresnet.data.pipeline import create_dataset
 from prerequisites import needs_data
@@ -71,3 +72,92 @@ def test_read_image_errors_name_the_file(tmp_path):
     cut.write_bytes(cut.read_bytes()[:60])
     with pytest.raises(ImageError, match=r"cut\.png: not an image Pillow can read"):
         read_image(cut)
+
+
+# ------------------------------------------------------------------ each mode's arithmetic
+
+def eight_bit(values: np.ndarray) -> np.ndarray:
+    """16-bit values to 8 bits with rounding: round(v * 255 / 65535)."""
+    return np.rint(values.astype(np.float64) * 255 / 65535).astype(np.uint8)
+
+
+def test_sixteen_bit_greyscale_is_scaled_not_clipped(tmp_path):
+    """A 16-bit PNG, TIFF or PGM keeps its greys (Pillow's convert("RGB") clipped every
+    value above 255 to white: 99.5 % of a full-range gradient)."""
+    values = np.linspace(0, 65535, 48 * 40).round().astype(np.uint16).reshape(48, 40)
+    Image.fromarray(values).save(tmp_path / "grey16.png")
+    Image.fromarray(values).save(tmp_path / "grey16.tif")
+    header = f"P5 {values.shape[1]} {values.shape[0]} 65535\n".encode()
+    (tmp_path / "grey16.pgm").write_bytes(header + values.astype(">u2").tobytes())
+    for name, mode in (("grey16.png", "I;16"), ("grey16.tif", "I;16"), ("grey16.pgm", "I")):
+        picture = open_picture(tmp_path / name)
+        pixels = np.asarray(picture.image)
+        assert picture.image.mode == "RGB"
+        assert np.array_equal(pixels[..., 0], eight_bit(values)), name
+        assert np.array_equal(pixels[..., 0], pixels[..., 2])
+        assert picture.steps == (f"16-bit grey ({mode}) to 8 bits: round(v * 255 / 65535)",)
+        assert (pixels == 255).mean() < 0.01, name
+
+
+def test_transparent_pixels_are_composited_on_the_background(tmp_path):
+    """Alpha is composited on white by default, on any stated colour, or refused; the
+    pixels behind full transparency (black here) never show."""
+    rgba = np.zeros((8, 8, 4), np.uint8)
+    rgba[..., :3] = (200, 100, 0)
+    rgba[:4, :, 3] = 255      # top half opaque
+    rgba[4:6, :, 3] = 128     # then half transparent
+    file = tmp_path / "alpha.png"
+    Image.fromarray(rgba).save(file)
+    for background in (WHITE, (0, 0, 255)):
+        picture = open_picture(file, background)
+        alpha = rgba[..., 3:].astype(np.float64) / 255
+        expected = rgba[..., :3] * alpha + np.array(background) * (1 - alpha)
+        pixels = np.asarray(picture.image).astype(np.float64)
+        assert np.abs(pixels - expected).max() <= 1, background
+        assert pixels[7, 0].tolist() == list(background)  # fully transparent: the background
+        assert f"RGBA, alpha composited on RGB {background}" in picture.conversion
+    with pytest.raises(ImageError, match=r"alpha\.png: 32 of 64 pixels are transparent "
+                                         r"\(mode RGBA\) and transparency is refused"):
+        open_picture(file, None)
+    opaque = tmp_path / "opaque.png"
+    Image.fromarray(rgba[:4]).save(opaque)  # an alpha band with nothing transparent
+    assert "every pixel opaque" in open_picture(opaque, None).conversion
+    # an RGBA image given to model_input directly is composited the same way
+    assert np.array_equal(model_input(Image.fromarray(rgba), 8),
+                          model_input(open_picture(file).image, 8))
+
+
+def test_a_transparent_palette_colour_is_composited(tmp_path):
+    palette = Image.new("P", (4, 1))
+    palette.putpalette([0, 0, 0, 255, 0, 0] + [0] * 762)
+    palette.putpixel((2, 0), 1)
+    file = tmp_path / "indexed.png"
+    palette.save(file, transparency=0)  # colour 0 (black) is transparent
+    picture = open_picture(file)
+    assert np.asarray(picture.image)[0].tolist() == [[255] * 3, [255] * 3, [255, 0, 0], [255] * 3]
+    assert picture.conversion.startswith("P, alpha composited")
+    palette.save(tmp_path / "plain.png")
+    assert open_picture(tmp_path / "plain.png").conversion == "palette, colours looked up"
+
+
+def test_every_pillow_mode_becomes_rgb_or_is_refused_with_a_reason():
+    """Every mode Pillow has: RGB with a stated conversion, or (32-bit I and F, whose
+    white level no file states) one line that says why."""
+    refused = {}
+    for mode in Image.MODES:
+        try:
+            picture = to_rgb(Image.new(mode, (3, 2)), path="x.tif")
+        except ImageError as err:
+            refused[mode] = str(err)
+            continue
+        assert picture.image.mode == "RGB" and picture.image.size == (3, 2), mode
+        assert picture.conversion, mode
+    assert sorted(refused) == ["F", "I"]
+    assert refused["F"].startswith("x.tif: 32-bit floating-point pixels (mode F")
+    assert "state no white level" in refused["I"]
+
+
+def test_a_folder_is_named_as_a_folder(tmp_path):
+    (tmp_path / "pics").mkdir()
+    with pytest.raises(ImageError, match=r"pics: is a folder, not an image file"):
+        read_image(tmp_path / "pics")

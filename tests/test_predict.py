@@ -106,6 +106,52 @@ def test_cli_prints_top5_for_any_picture(models, pictures):
     assert probabilities == sorted(probabilities, reverse=True)
 
 
+def test_cli_classifies_every_good_picture_and_names_every_bad_one(models, pictures, tmp_path):
+    """One unusable picture among good ones: each good one is still classified, each bad
+    one gets its own line on stderr, and the exit status says something failed."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "notes.png").write_text("hello")
+    files = [pictures[0], tmp_path / "gone.png", pictures[1], tmp_path / "folder",
+             tmp_path / "notes.png", pictures[2]]
+    result = run_cli(models["onnx"], *files, "--top", "1")
+    assert result.returncode == 2, result.stderr
+    assert [line for line in result.stdout.splitlines() if line.endswith(":")] == \
+        [f"{p}:" for p in (pictures[0], pictures[1], pictures[2])]
+    assert result.stdout.count("  1. ") == 3
+    errors = result.stderr.strip().splitlines()
+    assert errors == [f"msresnet predict: error: {tmp_path / 'gone.png'}: no such image file",
+                      f"msresnet predict: error: {tmp_path / 'folder'}: is a folder, not an "
+                      "image file",
+                      f"msresnet predict: error: {tmp_path / 'notes.png'}: not an image Pillow "
+                      "can read (cannot identify image file "
+                      f"'{tmp_path / 'notes.png'}')"], errors
+
+
+def test_cli_verbose_says_how_each_picture_became_rgb(models, tmp_path):
+    """16-bit grey is scaled, alpha composited on --background (white unless told), or
+    the picture refused; --verbose names the conversion."""
+    grey = tmp_path / "scan16.png"
+    Image.fromarray(np.linspace(0, 65535, 40 * 40).astype(np.uint16).reshape(40, 40)).save(grey)
+    rgba = np.zeros((32, 32, 4), np.uint8)
+    rgba[8:24, 8:24] = (30, 160, 40, 255)  # an opaque square on transparent black
+    logo = tmp_path / "logo.png"
+    Image.fromarray(rgba).save(logo)
+    result = run_cli(models["onnx"], grey, logo, "--verbose", "--top", "1")
+    assert result.returncode == 0, result.stderr
+    assert f"{grey}:\n  read: 16-bit grey (I;16) to 8 bits: round(v * 255 / 65535)\n" \
+        in result.stdout
+    assert f"{logo}:\n  read: RGBA, alpha composited on RGB (255, 255, 255)\n" in result.stdout
+    black = run_cli(models["onnx"], logo, "--verbose", "--background", "black")
+    assert "  read: RGBA, alpha composited on RGB (0, 0, 0)\n" in black.stdout
+    refused = run_cli(models["onnx"], logo, grey, "--background", "refuse")
+    assert refused.returncode == 2 and refused.stdout.count("  1. ") == 1
+    assert refused.stderr.strip() == (f"msresnet predict: error: {logo}: 768 of 1024 pixels are "
+                                      "transparent (mode RGBA) and transparency is refused (pass "
+                                      "a background colour to composite them)")
+    wrong = run_cli(models["onnx"], logo, "--background", "rainbow")
+    assert wrong.returncode == 2 and "--background: 'rainbow' is neither a colour" in wrong.stderr
+
+
 def test_cli_reads_a_checkpoint_with_its_run_config(models, pictures):
     result = run_cli(models["ckpt"], pictures[0])
     assert result.returncode == 0, result.stderr
@@ -113,7 +159,7 @@ def test_cli_reads_a_checkpoint_with_its_run_config(models, pictures):
     assert result.stdout.count("  5. ") == 1
 
 
-@pytest.mark.parametrize("case", ["not-an-image", "missing-image", "missing-model",
+@pytest.mark.parametrize("case", ["not-an-image", "missing-image", "folder-image", "missing-model",
                                   "corrupt-onnx", "corrupt-mindir", "unknown-suffix",
                                   "no-config", "wrong-input", "wrong-output", "bad-top"])
 def test_cli_errors_are_one_line(case, models, pictures, tmp_path):
@@ -127,6 +173,10 @@ def test_cli_errors_are_one_line(case, models, pictures, tmp_path):
     elif case == "missing-image":
         picture = tmp_path / "gone.jpg"
         expected = "gone.jpg: no such image file"
+    elif case == "folder-image":
+        picture = tmp_path / "holiday"
+        picture.mkdir()
+        expected = "holiday: is a folder, not an image file"
     elif case == "missing-model":
         model = tmp_path / "gone.onnx"
         expected = "gone.onnx: no such model file"

@@ -6,7 +6,15 @@ the network its run folder's ``config.yaml`` describes, or ``--config``), a MIND
 onnxruntime, with no MindSpore at all). Every IMAGE goes through
 :func:`msresnet.data.images.model_input` (the largest centred square, resized to the
 model's input, then the evaluation pipeline's arithmetic), so a photo of any size
-and any format Pillow reads can be classified.
+and any format Pillow reads can be classified. Each mode reaches RGB with its own
+arithmetic (:func:`msresnet.data.images.to_rgb`: 16-bit greys scaled, transparent
+pixels composited on ``--background``, white unless told, or refused with
+``--background refuse``); ``--verbose`` prints the conversion each picture got.
+
+Every picture is read before the model loads. A picture that cannot be used
+(missing, a folder, not an image, transparency refused) gets one line on stderr
+that names it, the others are still classified, and the exit status is then 2;
+when no picture is usable the model is not loaded at all.
 
 Exported graphs have a fixed batch dimension unless it was made symbolic (chapter 8):
 images are then fed in batches of exactly that size, the last one padded with
@@ -28,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from msresnet.data.cifar10 import CLASSES
-from msresnet.data.images import ImageError, model_input, read_image
+from msresnet.cli import USAGE_ERROR
+from msresnet.data.images import Color, ImageError, Picture, model_input, open_picture, read_image
 
 SUFFIXES = (".ckpt", ".mindir", ".onnx")
 TOP_K = 5
@@ -186,15 +195,44 @@ def open_model(path: str | os.PathLike[str], config: str | None = None) -> Predi
     return _checkpoint(path, config)
 
 
-def predict(model: Predictor, images: Sequence[str | os.PathLike[str]],
+def predict(model: Predictor, images: Sequence[str | os.PathLike[str] | Picture],
             k: int = TOP_K) -> list[list[tuple[str, float]]]:
-    """Top-``k`` (class, probability) of every image, in order."""
-    inputs = np.stack([model_input(read_image(p), model.image_size) for p in images])
+    """Top-``k`` (class, probability) of every image (a file, or a :class:`Picture` already
+    read), in order."""
+    pictures = [p.image if isinstance(p, Picture) else read_image(p) for p in images]
+    inputs = np.stack([model_input(picture, model.image_size) for picture in pictures])
     probabilities = softmax(model.logits(inputs).astype(np.float64))
     return [top_k(row, k) for row in probabilities]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+REFUSE = "refuse"
+
+
+def background_colour(text: str) -> Color | None:
+    """``--background``'s value: a colour Pillow knows (``white``, ``#808080``...) or
+    ``refuse`` (None: pictures with transparent pixels are refused); ValueError otherwise."""
+    from PIL import ImageColor
+
+    if text == REFUSE:
+        return None
+    red, green, blue = ImageColor.getrgb(text)[:3]
+    return red, green, blue
+
+
+def read_pictures(files: Sequence[str], background: Color | None,
+                  report: Callable[[str], None]) -> list[tuple[str, Picture]]:
+    """The usable pictures among ``files``, in order; each unusable one is ``report``ed
+    (its one line) and left out."""
+    usable = []
+    for file in files:
+        try:
+            usable.append((file, open_picture(file, background)))
+        except ImageError as err:
+            report(str(err))
+    return usable
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msresnet predict",
         description="Print the top-5 CIFAR-10 classes of each image (any size, any format "
@@ -206,15 +244,42 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="profile or YAML describing the checkpoint's network "
                              "(default: config.yaml beside the checkpoint)")
     parser.add_argument("--top", type=int, default=TOP_K, help="classes to print per image")
+    parser.add_argument("--background", default="white",
+                        help="colour transparent pixels are composited on (a name or #rrggbb; "
+                             f"default white), or '{REFUSE}' to refuse such pictures")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also print how each picture was converted to RGB")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not 1 <= args.top <= len(CLASSES):
         parser.error(f"--top must be between 1 and {len(CLASSES)}, got {args.top}")
-    for image in args.images:  # every picture checked before the model loads
-        read_image(image)
+    try:
+        background = background_colour(args.background)
+    except ValueError:
+        parser.error(f"--background: {args.background!r} is neither a colour Pillow knows "
+                     f"(white, black, #808080...) nor '{REFUSE}'")
+    failed = []
+
+    def report(line: str) -> None:  # one line per unusable picture, as msresnet.cli writes one
+        failed.append(line)
+        print(f"{parser.prog}: error: {line}", file=sys.stderr, flush=True)
+
+    pictures = read_pictures(args.images, background, report)
+    if not pictures:
+        return USAGE_ERROR
     model = open_model(args.model, args.config)
     print(f"model: {model.path} ({model.kind}, input {model.image_size}x{model.image_size})")
-    for image, ranked in zip(args.images, predict(model, args.images, args.top)):
-        print(f"{image}:")
+    ranked_all = predict(model, [picture for _, picture in pictures], args.top)
+    for (file, picture), ranked in zip(pictures, ranked_all):
+        print(f"{file}:")
+        if args.verbose:
+            print("".join(f"  read: {step}\n" for step in picture.steps), end="")
         for rank, (name, probability) in enumerate(ranked, start=1):
             print(f"  {rank}. {name:<10} {probability:7.2%}")
-    return 0
+    return USAGE_ERROR if failed else 0
