@@ -41,8 +41,10 @@ def playwright():
 @pytest.fixture(scope="session")
 def built_html() -> Path:
     if not (HTML / "index.html").exists():
-        result = subprocess.run(BUILD_COMMAND, cwd=REPO, capture_output=True, text=True, timeout=1200)
-        assert result.returncode == 0, f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        result = subprocess.run(BUILD_COMMAND, cwd=REPO, capture_output=True, text=True,
+                                timeout=1200)
+        assert result.returncode == 0, (
+            f"book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return HTML
 
 
