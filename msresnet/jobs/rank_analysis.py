@@ -1,7 +1,7 @@
 """Reading back and analysing the per-rank evidence of a data-parallel run.
 
-:mod:`msresnet.training.rank_dump` writes, on every rank of a job launched with ``python -m
-msresnet.jobs.launch --rank_dump``, what the rank trained on and its final weights. This
+:mod:`msresnet.training.rank_dump` writes, on every rank of a job launched with ``msresnet
+launch --rank_dump``, what the rank trained on and its final weights. This
 module reads those files (:func:`load_rank`, :func:`load_ranks`) and checks the two
 promises of data parallelism with them:
 

@@ -3,8 +3,8 @@
 A data-parallel job makes two promises that its logs alone do not prove: every
 rank trains on a *different* part of the data, and after every step all ranks hold
 the *same* weights (the gradients were averaged across ranks before the update).
-With ``MSRESNET_RANK_DUMP=<folder>`` in the environment (``python -m
-msresnet.jobs.launch --rank_dump`` sets it), ``msresnet train`` passes a
+With ``MSRESNET_RANK_DUMP=<folder>`` in the environment (``msresnet
+launch --rank_dump`` sets it), ``msresnet train`` passes a
 :class:`RankDump` callback to :func:`msresnet.training.train.train_and_evaluate` on every
 rank, which writes to that folder:
 
