@@ -31,10 +31,11 @@ module), and on a module this docstring does not name. The layers, first to last
   facts and its binary format: reading records, validating a folder),
   ``preparation`` (a ready folder from a URL, an archive or a folder; its marker),
   ``splits`` (the held-out validation split), ``identity`` (which images an
-  evaluation scored, by SHA-256), ``images`` (any picture to the network's
-  input), ``prepare`` (``msresnet prepare``), ``mindrecord`` (CIFAR-10 to
-  MindRecord), ``pipeline`` (``mindspore.dataset``: the binary files, MindRecord or
-  arrays in memory);
+  evaluation scored, by SHA-256), ``source`` (a run's data resolved once: the
+  folder's one precedence rule, validated, split and identified), ``images`` (any
+  picture to the network's input), ``prepare`` (``msresnet prepare``),
+  ``mindrecord`` (CIFAR-10 to MindRecord), ``pipeline`` (``mindspore.dataset``: the
+  binary files, MindRecord or arrays in memory);
 * ``training``: ``distributed`` (rank and group size), ``checkpoints``,
   ``callbacks``, ``ema`` (the weight average kept beside training), ``final_test``
   (the chosen and the last checkpoint scored once on the test set), ``factories``
@@ -72,6 +73,7 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "model.lr_schedule",
     "data.download", "data.cifar10", "data.preparation", "data.splits", "data.identity",
+    "data.source",
     "data.images", "data.prepare", "training.distributed",
     "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",

@@ -1,12 +1,15 @@
-"""``$MSRESNET_DATA_DIR``: the chapters' default data folder, never an explicit one."""
+"""The data folder's one rule: a folder given for the run, else ``$MSRESNET_DATA_DIR``,
+else the profile's; the chapters, the command line and ``reproduce`` all follow it."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from msresnet.book.notebook import DATA_DIR_VARIABLE, config_from_parameters
+from msresnet.config import load_config
 from msresnet.paths import REPO_ROOT
 
 
@@ -23,7 +26,8 @@ def test_without_the_variable_the_profile_folder_is_used(in_notebooks: None) -> 
 def test_the_variable_replaces_the_profile_folder(in_notebooks: None,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
-    assert config_from_parameters({"profile": "smoke"}).data_dir == os.path.join("..", "data-variant")
+    assert config_from_parameters({"profile": "smoke"}).data_dir == \
+        os.path.join("..", "data-variant")
     monkeypatch.setenv(DATA_DIR_VARIABLE, "/somewhere/else")
     assert config_from_parameters({"profile": "smoke"}).data_dir == "/somewhere/else"
 
@@ -33,3 +37,46 @@ def test_an_explicit_parameter_wins_over_the_variable(in_notebooks: None,
     monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
     config = config_from_parameters({"profile": "smoke", "data_dir": "mine"})
     assert config.data_dir == "mine"
+
+
+# ----------------------------------------------------------------- one rule, every entry point
+
+def test_the_rule_given_then_the_variable_then_the_profile(tmp_path, monkeypatch):
+    from msresnet.data.source import choose_data_dir
+
+    monkeypatch.chdir(tmp_path)  # the profile's and the variable's paths: from the repository
+    assert choose_data_dir("data", given=False, environ={}) == os.path.relpath(REPO_ROOT / "data")
+    assert choose_data_dir("data", given=False, environ={DATA_DIR_VARIABLE: ""}) == \
+        os.path.relpath(REPO_ROOT / "data")  # set but empty: not set
+    assert choose_data_dir("data", given=False, environ={DATA_DIR_VARIABLE: "data-variant"}) == \
+        os.path.relpath(REPO_ROOT / "data-variant")
+    assert choose_data_dir("data", False, {DATA_DIR_VARIABLE: "/abs/x"}) == "/abs/x"
+    # given for this run: as given (relative to the working directory), whatever is set
+    assert choose_data_dir("mine", given=True, environ={DATA_DIR_VARIABLE: "/abs/x"}) == "mine"
+
+
+@pytest.mark.parametrize("variable", [None, "data-variant", "/somewhere/else"])
+@pytest.mark.parametrize("given", [None, "mine"])
+def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, given, tmp_path,
+                                                                     monkeypatch):
+    """``msresnet train``, a chapter's parameters and ``msresnet reproduce``'s record name
+    the same folder, from the repository root and from notebooks/ alike."""
+    from msresnet.book.reproduce import data_dir_used
+    from msresnet.data.source import resolve_data_dir
+    from msresnet.training.train import load_run_config
+
+    if variable is None:
+        monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(DATA_DIR_VARIABLE, variable)
+    mine = str(tmp_path / "mine") if given else None  # given folders: absolute, so any cwd
+    overrides = {"data_dir": mine} if mine else {}
+    expected = Path(mine) if mine else REPO_ROOT / (variable or "data")
+    seen = set()
+    for folder in (REPO_ROOT, REPO_ROOT / "notebooks"):
+        monkeypatch.chdir(folder)
+        seen.add(resolve_data_dir(load_run_config("smoke", overrides).data_dir))
+        seen.add(resolve_data_dir(config_from_parameters({"profile": "smoke", **overrides})
+                                  .data_dir))
+        seen.add(data_dir_used(load_config("smoke", overrides).data_dir, bool(mine)))
+    assert seen == {resolve_data_dir(expected)}

@@ -306,3 +306,58 @@ def test_the_weight_average_is_saved_every_epoch_and_survives_resume(runs):
     for name in (conv, "bn1.moving_mean", "end_point.bias"):
         np.testing.assert_allclose(again[name].asnumpy(), last[name].asnumpy(),
                                    rtol=1e-5, atol=1e-7)
+
+
+# ----------------------------------------------------------------- the data, resolved once
+
+def count_calls(monkeypatch, function) -> list[tuple]:
+    """Count every call of ``function``, under whatever name any msresnet module holds it."""
+    calls: list[tuple] = []
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("msresnet")]:
+        for name, value in list(vars(module).items()):
+            if value is function:
+                monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_a_training_start_validates_the_data_once_and_splits_it_once(tmp_path, monkeypatch):
+    from msresnet.data.cifar10 import validate
+    from msresnet.data.splits import hold_out
+
+    validated, split = count_calls(monkeypatch, validate), count_calls(monkeypatch, hold_out)
+    result = train_and_evaluate("smoke", {**SMALL, "train_samples": 32, "eval_samples": 32,
+                                          "epoch_size": 1, "ema_decay": 0.0,
+                                          "output_dir": str(tmp_path / "run")}, progress=False)
+    assert result.test is not None  # the final test on the test set is part of the start
+    assert len(validated) == 1 and len(split) == 1
+    # the one source's identities are what the records say was scored
+    assert result.test["selected_on"] == result.best["evaluated_on"]
+    assert result.best["evaluated_on"]["split"] == "valid"
+    assert result.test["evaluated_on"]["split"] == "test"
+
+
+def test_a_failed_start_leaves_no_empty_output_folder(tmp_path):
+    """Training fails after it made the output folder (an empty checkpoint to resume
+    from is found out only when it is read): the folders it made go, others stay."""
+    from msresnet.training.train import main
+
+    broken = tmp_path / "broken.ckpt"
+    broken.touch()
+    out = tmp_path / "runs" / "new"
+    failing = {**SMALL, "resume_from": str(broken)}
+    with pytest.raises(ck.CheckpointError, match="the file is empty"):
+        train_and_evaluate("smoke", {**failing, "output_dir": str(out)}, progress=False)
+    assert not (tmp_path / "runs").exists()  # both folders it created, removed
+    assert main(["smoke", "--data_dir", SMALL["data_dir"], "--resume_from", str(broken),
+                 "--output", str(out), "--no-progress"]) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["broken.ckpt"]
+    kept = tmp_path / "kept"  # a folder that was there before is left alone
+    kept.mkdir()
+    with pytest.raises(ck.CheckpointError, match="the file is empty"):
+        train_and_evaluate("smoke", {**failing, "output_dir": str(kept)}, progress=False)
+    assert kept.is_dir()

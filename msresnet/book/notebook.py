@@ -34,15 +34,14 @@ from msresnet.atomic import write_json
 from msresnet.cli import did_you_mean
 from msresnet.config import (FIELDS, Config, ConfigError, Overrides, load_config,
                              value_from_text)
+from msresnet.data.source import DATA_DIR_VARIABLE, choose_data_dir
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
 # Where strict nbval keeps what each executed cell printed, when set (conftest.py;
 # read by tests/test_nbval_outputs.py).
 NBVAL_OUTPUTS_VARIABLE = "MSRESNET_NBVAL_OUTPUTS"
-# The chapters' default data folder when set (instead of the profile's): how the test
-# command runs every chapter on a second, differing copy of CIFAR-10 (see the README).
-DATA_DIR_VARIABLE = "MSRESNET_DATA_DIR"
+# DATA_DIR_VARIABLE (msresnet.data.source, imported above) is re-exported for the tools.
 PATH_FIELDS = ("data_dir", "output_dir")
 
 
@@ -80,12 +79,12 @@ class ParameterGuard:
 def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()) -> Config:
     """Validate parameter names, then load the profile with the non-None overrides.
 
-    Relative ``data_dir``/``output_dir`` taken from a profile file are relative to
-    the repository root (where the command-line tools run); they are rewritten
-    relative to the current folder, which for a notebook is ``notebooks/``.
-    ``$MSRESNET_DATA_DIR``, when set, replaces the profile's ``data_dir`` (not an
-    explicit parameter): the test command uses it to run the chapters on a second
-    copy of CIFAR-10 that differs from the one that produced the stored outputs.
+    A relative ``output_dir`` taken from a profile file is relative to the repository
+    root (where the command-line tools run); it is rewritten relative to the current
+    folder, which for a notebook is ``notebooks/``. ``data_dir`` follows the book's
+    one rule (:func:`msresnet.data.source.choose_data_dir`): the parameter, else
+    ``$MSRESNET_DATA_DIR`` (how the test command runs the chapters on a second copy of
+    CIFAR-10), else the profile's, the last two seen from the current folder.
     """
     known = set(FIELDS) | set(extras)
     for name in params:
@@ -102,18 +101,11 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
                            if k in FIELDS and k != "profile" and v is not None},
                           source="notebook parameters")
     given = set(overrides)  # what the parameters set explicitly
-    data_dir = os.environ.get(DATA_DIR_VARIABLE)
-    if data_dir and "data_dir" not in given:
-        # The variable replaces the profile's default (relative: to the repository root,
-        # like the profiles' paths); an explicit data_dir parameter still wins.
-        # (A folder name cannot fail the config's checks, so errors still name the
-        # parameters as their source.)
-        overrides = Overrides({**overrides, "data_dir": data_dir}, source=overrides.source)
     config = load_config(profile, overrides)
-    relative = {field: os.path.relpath(REPO_ROOT / getattr(config, field))
-                for field in PATH_FIELDS
-                if field not in given and not os.path.isabs(getattr(config, field))}
-    return dataclasses.replace(config, **relative) if relative else config  # Config is frozen
+    relative = {"output_dir": os.path.relpath(REPO_ROOT / config.output_dir)} \
+        if "output_dir" not in given and not os.path.isabs(config.output_dir) else {}
+    data_dir = choose_data_dir(config.data_dir, "data_dir" in given)
+    return dataclasses.replace(config, data_dir=data_dir, **relative)  # Config is frozen
 
 
 def record_metrics(chapter: str, metrics: Mapping[str, Any]) -> dict[str, Any]:

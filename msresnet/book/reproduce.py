@@ -48,7 +48,8 @@ from msresnet.cli import did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
 from msresnet.data.preparation import provenance
-from msresnet.book.notebook import DATA_DIR_VARIABLE, METRICS_DIR_VARIABLE, PATH_FIELDS
+from msresnet.book.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
+from msresnet.data.source import choose_data_dir, resolve_data_dir
 from msresnet.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -392,12 +393,10 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
 
 
 def data_dir_used(configured: str, given: bool) -> Path:
-    """The data folder the chapters read: ``-p data_dir`` if given, else
-    ``$MSRESNET_DATA_DIR`` if set (the test command's second copy), else the
-    profile's; relative paths are relative to the repository root, as in the profiles."""
-    chosen = configured if given else os.environ.get(DATA_DIR_VARIABLE) or configured
-    path = Path(chosen)
-    return path if path.is_absolute() else REPO_ROOT / path
+    """The data folder the chapters read, by the book's one rule
+    (:func:`msresnet.data.source.choose_data_dir`: ``-p data_dir`` if given, else
+    ``$MSRESNET_DATA_DIR`` if set, else the profile's), resolved as a run records it."""
+    return resolve_data_dir(choose_data_dir(configured, given))
 
 
 def command_line(argv: Sequence[str]) -> str:

@@ -39,11 +39,12 @@ import mindspore.dataset.transforms as transforms
 import mindspore.dataset.vision as vision
 import numpy as np
 
-from msresnet.data.cifar10 import FOLDER_NAME, REQUIRED_FILES, DatasetError, read_records, validate
+from msresnet.data.cifar10 import read_records
 from msresnet.data.mindrecord import SPLIT_FILES, check_file, mindrecord_path
 # The normalisation constants live with the MindSpore-free image code that a
 # deployed model shares (msresnet.data.images); re-exported here for the chapters.
 from msresnet.data.images import CIFAR10_MEAN, CIFAR10_STD, NATIVE_SIZE
+from msresnet.data.source import check_folder  # the one check with its advice
 
 USAGES = ("train", "test")
 SOURCES = ("binary", "mindrecord", "numpy")
@@ -109,20 +110,6 @@ def worker_count(requested: int | None = None) -> int:
     return min(requested, cores)
 
 
-def check_folder(dataset_dir: Path) -> None:
-    """Fail early, naming the folder or file, instead of deep inside MindSpore's C++ reader.
-
-    Where to get the data is said only when files are missing; a wrong file is named
-    with its folder, since downloading again would not fix a reader's own files."""
-    try:
-        validate(dataset_dir)
-    except DatasetError as err:
-        if all((dataset_dir / name).is_file() for name in REQUIRED_FILES):
-            raise DatasetError(f"{err} (in {dataset_dir})") from err
-        raise DatasetError(f"{err} (create_dataset needs the extracted {FOLDER_NAME} folder;"
-                           " the command `msresnet prepare` makes it)") from err
-
-
 def _positive(name: str, value: int | None, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
@@ -152,7 +139,8 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
                    shuffle: bool | None = None, seed: int | None = None,
                    source: str = "binary",
                    mindrecord_dir: str | os.PathLike | None = None,
-                   indices: Sequence[int] | np.ndarray | None = None) -> ds.Dataset:
+                   indices: Sequence[int] | np.ndarray | None = None,
+                   checked: bool = False) -> ds.Dataset:
     """Batched CIFAR-10 with columns ``image`` (float32, N,3,H,W) and ``label`` (int32).
 
     Args:
@@ -181,6 +169,8 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
             afresh each epoch when ``shuffle``, else in the given order; with
             shards, shard ``k`` takes every ``num_shards``-th index from ``k``
             (cut to equal sizes). See :func:`subset_sampler`.
+        checked: the folder was validated already (a run's
+            :class:`msresnet.data.source.DataSource` did, once), so it is not again.
     """
     if usage not in USAGES:
         raise PipelineError(f"usage must be one of {USAGES}, got {usage!r}")
@@ -200,7 +190,8 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
     if source not in SOURCES:
         raise PipelineError(f"source must be one of {SOURCES}, got {source!r}")
     folder = Path(dataset_dir)
-    check_folder(folder)
+    if not checked:
+        check_folder(folder)
     training = usage == "train" if training is None else bool(training)
     shuffle = training if shuffle is None else bool(shuffle)
     workers = worker_count(num_workers)

@@ -9,8 +9,6 @@ one (and with it the other's callbacks or evidence code) to get them.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import mindspore as ms
@@ -19,16 +17,17 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
 
-from msresnet.training.callbacks import TOP1, TOP5
-from msresnet.data.cifar10 import (  # dataset_folder re-exported: the chapters import it here
-    dataset_folder, evaluation_images, hold_out)
 from msresnet.config import Config
-from msresnet.training.distributed import RankInfo
+from msresnet.data.cifar10 import (  # dataset_folder re-exported: the chapters import it here
+    DatasetError, dataset_folder)
+from msresnet.data.pipeline import create_dataset
+from msresnet.data.source import DataSource, open_data_source
 from msresnet.model.losses import CrossEntropySmooth, SparseCrossEntropy
 from msresnet.model.lr_schedule import lr_for_config
-from msresnet.model.resnet import param_groups, resnet50
 from msresnet.model.nesterov import NesterovMomentum
-from msresnet.data.pipeline import check_folder, create_dataset
+from msresnet.model.resnet import param_groups, resnet50
+from msresnet.training.callbacks import TOP1, TOP5
+from msresnet.training.distributed import RankInfo
 
 
 class TrainError(RuntimeError):
@@ -67,49 +66,56 @@ def set_context(config: Config) -> None:
     ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE)
 
 
-def make_datasets(config: Config, rank: RankInfo = RankInfo()) -> tuple[ds.Dataset, ds.Dataset]:
+def make_datasets(config: Config, rank: RankInfo = RankInfo(), source: DataSource | None = None,
+                  ) -> tuple[ds.Dataset, ds.Dataset]:
     """The training pipeline (sharded by rank) and the validation pipeline (whole).
 
     With ``valid_split`` N > 0, N training images are held out
     (:func:`msresnet.data.splits.hold_out`): training reads the others and validation
     reads those N, so checkpoints are chosen on images that are neither trained on
     nor the test set. With 0, validation reads the test set (the recipe's way).
+    ``source``: the run's data (:func:`msresnet.data.source.open_data_source`), opened
+    here from ``config`` when not given.
     """
-    folder = dataset_folder(config.data_dir)
-    train_idx = None
-    if config.valid_split:
-        check_folder(folder)  # a wrong folder is named before the split reads it
-        train_idx = hold_out(folder, config.valid_split, config.seed)[0]
-    train_ds = create_dataset(folder, "train", config.batch_size, training=True,
+    source = source or open_data_source(config)
+    train_ds = create_dataset(source.folder, "train", config.batch_size, training=True,
                               num_samples=config.train_samples, seed=config.seed,
-                              indices=train_idx, image_size=config.image_size,
-                              num_workers=config.num_workers, **rank.shard_kwargs())
-    if not config.valid_split:
-        return train_ds, make_test_dataset(config)
-    return train_ds, make_valid_dataset(config)
+                              indices=source.train_indices, image_size=config.image_size,
+                              num_workers=config.num_workers, checked=True,
+                              **rank.shard_kwargs())
+    if not source.valid_split:
+        return train_ds, make_test_dataset(config, source=source)
+    return train_ds, make_valid_dataset(config, source=source)
 
 
-def make_valid_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:
-    """The held-out validation images, in index order, cut to ``eval_samples``."""
-    folder = dataset_folder(config.data_dir)
-    check_folder(folder)
-    _, valid_idx = hold_out(folder, config.valid_split, config.seed)
-    return create_dataset(folder, "train", batch_size or config.batch_size, training=False,
-                          num_samples=config.eval_samples, image_size=config.image_size,
-                          num_workers=config.num_workers, indices=valid_idx)
+def make_valid_dataset(config: Config, batch_size: int | None = None, *,
+                       source: DataSource | None = None) -> ds.Dataset:
+    """The held-out validation images, in index order, cut to ``eval_samples``
+    (``source``'s; opened from ``config`` when not given)."""
+    source = source or open_data_source(config)
+    if source.valid_indices is None:
+        raise DatasetError("valid_split is 0: no training images are held out to validate "
+                           "on (validation reads the test set)")
+    return create_dataset(source.folder, "train", batch_size or config.batch_size,
+                          training=False, num_samples=source.eval_samples,
+                          image_size=config.image_size, num_workers=config.num_workers,
+                          indices=source.valid_indices, checked=True)
 
 
-def make_test_dataset(config: Config, batch_size: int | None = None) -> ds.Dataset:
-    """The test set, in file order, cut to ``eval_samples`` (what the final scores use)."""
-    return create_dataset(dataset_folder(config.data_dir), "test", batch_size or config.batch_size,
-                          training=False, num_samples=config.eval_samples,
-                          image_size=config.image_size, num_workers=config.num_workers)
+def make_test_dataset(config: Config, batch_size: int | None = None, *,
+                      source: DataSource | None = None) -> ds.Dataset:
+    """The test set, in file order, cut to ``eval_samples`` (what the final scores use;
+    ``source``'s, opened from ``config`` when not given)."""
+    source = source or open_data_source(config)
+    return create_dataset(source.folder, "test", batch_size or config.batch_size,
+                          training=False, num_samples=source.eval_samples,
+                          image_size=config.image_size, num_workers=config.num_workers,
+                          checked=True)
 
 
-def validation_images(config: Config) -> dict[str, Any]:
-    """Which images validation scores (:func:`msresnet.data.cifar10.evaluation_images`)."""
-    return evaluation_images(dataset_folder(config.data_dir), config.eval_samples,
-                             valid_split=config.valid_split, seed=config.seed)
+def validation_images(config: Config, source: DataSource | None = None) -> dict[str, Any]:
+    """Which images validation scores (:attr:`msresnet.data.source.DataSource.evaluated_on`)."""
+    return (source or open_data_source(config)).evaluated_on
 
 
 def make_network(config: Config) -> nn.Cell:

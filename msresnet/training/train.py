@@ -14,7 +14,7 @@ repository where the book has no reason to differ:
   config; the last epoch is always validated), on ``eval_samples`` images of the
   held-out validation split (``valid_split`` > 0: the best checkpoint is chosen
   there, then the chosen and the last checkpoint are scored once on the test set,
-  ``test.json``, :mod:`msresnet.training.final_test`), or of the test set (``valid_split``
+  ``test.json``, :mod:`msresnet.training.selection`), or of the test set (``valid_split``
   0, the recipe's way).
 * ``nn.Momentum`` with the weight-decay parameter groups
   (:func:`msresnet.model.resnet.param_groups`) and the per-step learning rates of
@@ -28,6 +28,11 @@ repository where the book has no reason to differ:
   and datasets are built by :mod:`msresnet.training.factories`.
 * Callbacks (:mod:`msresnet.training.callbacks`): progress bar, atomic periodic checkpoints,
   best checkpoint, history; plus ``config.yaml``, ``train.log`` and ``result.json``.
+* Data: one :class:`~msresnet.data.source.DataSource` per run, opened before anything
+  else (the folder validated once, the held-out split drawn once, the scored images
+  identified); every pipeline and record of the run takes it, and ``config.yaml``
+  records its folder. A run that fails removes the output folder it created while
+  that is still empty.
 * Resume (``resume_from``: a checkpoint or ``auto``) restores weights, BatchNorm
   statistics and optimizer state, restarts ``fit`` at the saved epoch, and
   fast-forwards the data pipeline to the same place (``set_init_step`` with
@@ -46,13 +51,14 @@ compiling the graph, was still faster in graph mode (35.0 against 29.1 images/s)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,18 +69,18 @@ from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.atomic import write_json, write_text
-from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
-                                StopAfterEpoch, read_best, read_history)
-from msresnet.training.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoint_meta,
-                                  latest_checkpoint, list_checkpoints, read_checkpoint)
 from msresnet.config import Config, ConfigError, load_config, parse_overrides
-from msresnet.training.distributed import DUMP_VARIABLE, init_if_launched, rank_info
-from msresnet.data.cifar10 import evaluation_images
-from msresnet.training.factories import (TrainError, dataset_folder, make_datasets, make_model,
-                                make_test_dataset, set_context, uses_mixed_precision,
-                                validation_images)
+from msresnet.data.source import DataSource, choose_data_dir, open_data_source, same_data_dir
+from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
+                                         StopAfterEpoch, read_history)
+from msresnet.training.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoint_meta,
+                                           latest_checkpoint, list_checkpoints, read_checkpoint)
+from msresnet.training.distributed import (DUMP_VARIABLE, RankInfo, init_if_launched,
+                                           rank_info)
 from msresnet.training.ema import WeightAverage
-from msresnet.training.final_test import score_chosen_and_last
+from msresnet.training.factories import (TrainError, make_datasets, make_model,
+                                         make_test_dataset, set_context, uses_mixed_precision)
+from msresnet.training.selection import final_test, read_best
 
 log = logging.getLogger("msresnet.training.train")
 
@@ -136,8 +142,9 @@ def config_differences(recorded: Config, current: Config,
                        ignore: Sequence[str] = ()) -> dict[str, tuple[Any, Any]]:
     """``{key: (recorded, current)}`` for the keys whose values differ.
 
-    ``data_dir`` is compared as the folder it names (a relative path recorded from
-    another working directory can name the same folder).
+    ``data_dir`` is compared as the folder it names
+    (:func:`msresnet.data.source.same_data_dir`: a path recorded from another working
+    directory, or through a link, can name the same folder).
     """
     differences = {}
     for key, old in recorded.to_dict().items():
@@ -145,7 +152,7 @@ def config_differences(recorded: Config, current: Config,
         if key in ignore:
             continue
         if key == "data_dir":
-            same = os.path.realpath(old) == os.path.realpath(new)
+            same = same_data_dir(old, new)
         else:
             same = old == new
         if not same:
@@ -248,18 +255,218 @@ class _StepTracker(Callback):
         self.epoch = int(run_context.original_args().cur_epoch_num)
 
 
-def _attach_log_file(output_dir: Path) -> logging.Handler:
+@dataclass(frozen=True)
+class _Run:
+    """What the steps of one training run share: its settings, data, rank and folder."""
+
+    config: Config
+    source: DataSource
+    rank: RankInfo
+    output_dir: Path
+    resume_path: Path | None
+
+
+@dataclass(frozen=True)
+class _Position:
+    """Where the run starts: its steps per epoch and the epoch it continues from."""
+
+    steps_per_epoch: int
+    initial_epoch: int
+
+    @property
+    def step_offset(self) -> int:
+        return self.initial_epoch * self.steps_per_epoch
+
+
+def load_run_config(profile_or_path: str | os.PathLike[str],
+                    overrides: Mapping[str, Any] | None = None) -> Config:
+    """A profile (or YAML file) with ``overrides``, its data folder chosen by the book's
+    one rule (:func:`msresnet.data.source.choose_data_dir`): a ``data_dir`` override as
+    given, else ``$MSRESNET_DATA_DIR``, else the profile's."""
+    config = load_config(profile_or_path, overrides)
+    given = "data_dir" in (overrides or {})
+    return dataclasses.replace(config, data_dir=choose_data_dir(config.data_dir, given))
+
+
+def _config_and_data(config: Config | str | os.PathLike[str],
+                     overrides: Mapping[str, Any] | None) -> tuple[Config, DataSource]:
+    """The run's Config and its data, opened once (validated, split, identified).
+
+    A :class:`Config` is taken as built (its ``data_dir`` chosen by whoever built it,
+    e.g. a chapter's parameters); a profile name or YAML path goes through
+    :func:`load_run_config`. The returned Config names the data folder as the source
+    resolved it, which is what ``config.yaml`` records and a resume compares.
+    """
+    if isinstance(config, Config):
+        config = dataclasses.replace(config, **dict(overrides or {}))  # re-validated by Config
+    else:
+        config = load_run_config(config, overrides)
+    source = open_data_source(config)
+    return dataclasses.replace(config, data_dir=str(source.data_dir)), source
+
+
+def _start_runtime(config: Config) -> RankInfo:
+    """Device, communication (under msrun), data parallelism and exact pipeline recovery."""
+    set_context(config)  # device first: MindSpore wants it set before communication.init()
+    init_if_launched()
+    rank = rank_info()
+    if rank.distributed:
+        ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
+                                     gradients_mean=True, device_num=rank.group_size)
+    # Exact (not "fast") pipeline recovery: a resumed run replays the skipped epochs'
+    # shuffles and augmentations, so it sees exactly the images a straight run sees.
+    ds.config.set_fast_recovery(False)
+    return rank
+
+
+@contextlib.contextmanager
+def _output_folder(output_dir: Path, create: bool) -> Iterator[None]:
+    """Create the output folder (``create``: rank 0). A run that fails removes the
+    folders this created while they are still empty, so a failed start leaves no empty
+    folder behind; a folder that existed before, or holds this run's log, is kept."""
+    created = [p for p in (output_dir, *output_dir.parents) if not p.exists()] if create else []
+    if create:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for folder in created:  # the deepest first
+            try:
+                folder.rmdir()  # refuses a folder that is not empty
+            except OSError:
+                break
+        raise
+
+
+@contextlib.contextmanager
+def _run_log(output_dir: Path | None) -> Iterator[None]:
+    """Log to ``train.log`` in ``output_dir`` while the run lasts (None: no file)."""
+    if output_dir is None:
+        yield
+        return
     handler = logging.FileHandler(output_dir / LOG_FILE)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger("msresnet").addHandler(handler)
-    logging.getLogger("msresnet").setLevel(logging.INFO)
-    return handler
+    logger = logging.getLogger("msresnet")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
 
 
-def _as_config(config: Config | str | os.PathLike[str], overrides: Mapping[str, Any] | None) -> Config:
-    if isinstance(config, Config):
-        return dataclasses.replace(config, **dict(overrides or {}))  # re-validated by Config
-    return load_config(config, overrides)
+def _changes_since_recording(run: _Run) -> dict[str, tuple[Any, Any]]:
+    """On resume, the settings that differ from the run's ``config.yaml``, each logged."""
+    if run.resume_path is None or (recorded := recorded_config(run.output_dir)) is None:
+        return {}
+    # Said, not refused: a longer run (epoch_size) is the usual reason to resume.
+    changed = config_differences(recorded, run.config, RESUME_FREE_KEYS)
+    for key, (old, new) in changed.items():
+        log.warning("resuming with %s=%r, but %s recorded %r", key, new,
+                    run.output_dir / CONFIG_FILE, old)
+    return changed
+
+
+def _steps_per_epoch(config: Config, train_ds: ds.Dataset) -> int:
+    """Full batches per epoch on this device; none is an error that says why."""
+    steps = train_ds.get_dataset_size()
+    if steps == 0:
+        raise TrainError(f"no full batch: {config.train_samples} training images per device "
+                         f"and batch_size {config.batch_size}")
+    return steps
+
+
+def _resume_position(run: _Run, net: nn.Cell, optimizer: nn.Optimizer, train_ds: ds.Dataset,
+                     steps_per_epoch: int) -> _Position:
+    """Epoch 0, or the resumed checkpoint's weights, optimizer state and epoch, with the
+    training pipeline fast-forwarded to the same place."""
+    if run.resume_path is None:
+        return _Position(steps_per_epoch, 0)
+    at = _Position(steps_per_epoch, restore(run.resume_path, net, optimizer, steps_per_epoch))
+    train_ds.set_init_step(at.step_offset)
+    return at
+
+
+def _record_start(run: _Run, at: _Position) -> None:
+    """``config.yaml`` (rank 0) and the run's first log lines.
+
+    The recorded ``data_dir`` is the folder the data source resolved (absolute, links
+    resolved): the sweep and the other tools that take the run folder read the same
+    data from it, from whatever folder they run in.
+    """
+    config = run.config
+    if run.rank.is_main:
+        write_text(run.output_dir / CONFIG_FILE, config.to_yaml())
+    log.info("profile %s on %s (%s mode, %s), %d steps/epoch x %d epochs, rank %d of %d",
+             config.profile, config.device_target, config.mode,
+             "mixed precision " + config.amp_level if uses_mixed_precision(config) else "float32",
+             at.steps_per_epoch, config.epoch_size, run.rank.rank, run.rank.group_size)
+    if run.resume_path is not None:
+        log.info("resumed from %s at epoch %d (global step %d)", run.resume_path.name,
+                 at.initial_epoch, at.step_offset)
+
+
+def _callbacks(run: _Run, at: _Position, net: nn.Cell, lr: Any, progress: bool,
+               progress_file: Any) -> tuple[EpochHistory, _StepTracker, _FirstStepTimer,
+                                            list[Callback]]:
+    """The book's callbacks, in order: first-step timer, step tracker, progress bar,
+    and on rank 0 the periodic and best checkpoints and the weight average; history last."""
+    config, output_dir, main = run.config, run.output_dir, run.rank.is_main
+    previous = [r for r in read_history(output_dir) if r["epoch"] <= at.initial_epoch] \
+        if run.resume_path is not None else []
+    history = EpochHistory(output_dir if main else None, lr, config.batch_size,
+                           at.step_offset, previous)
+    tracker, timer = _StepTracker(at.step_offset, at.initial_epoch), _FirstStepTimer()
+    cbs: list[Callback] = [timer, tracker]
+    if progress and main:
+        cbs.append(Progress(config.epoch_size, at.steps_per_epoch, config.batch_size, lr,
+                            at.step_offset, file=progress_file))
+    if main:
+        ckpt_config = CheckpointConfig(
+            save_checkpoint_steps=config.save_checkpoint_epochs * at.steps_per_epoch,
+            keep_checkpoint_max=config.keep_checkpoint_max)
+        ckpt = AtomicCheckpoint(output_dir, ckpt_config, at.steps_per_epoch, PREFIX,
+                                at.step_offset)
+        cbs += [ckpt, BestCheckpoint(output_dir, at.step_offset, ckpt,
+                                     run.source.evaluated_on)]
+        if config.ema_decay:
+            cbs.append(WeightAverage(net, output_dir, config.ema_decay, at.steps_per_epoch,
+                                     step_offset=at.step_offset,
+                                     keep=config.keep_checkpoint_max))
+    return history, tracker, timer, cbs + [history]
+
+
+def _fit(config: Config, model: Any, train_ds: ds.Dataset, eval_ds: ds.Dataset,
+         callbacks: list[Callback], initial_epoch: int) -> None:
+    """``Model.fit`` from ``initial_epoch`` to ``epoch_size``, validating as configured."""
+    if initial_epoch >= config.epoch_size:
+        log.info("nothing to do: the checkpoint is at epoch %d of %d", initial_epoch,
+                 config.epoch_size)
+        return
+    sink = config.device_target != "CPU"  # as the models repo; CPU has no sink mode
+    model.fit(config.epoch_size, train_ds, valid_dataset=eval_ds,
+              valid_frequency=validation_epochs(config.epoch_size, config.valid_frequency),
+              callbacks=callbacks, dataset_sink_mode=sink, valid_dataset_sink_mode=False,
+              initial_epoch=initial_epoch)
+
+
+def _final_test(run: _Run, net: nn.Cell, model: Any) -> tuple[dict[str, Any] | None,
+                                                               float | None]:
+    """``(test, seconds)``: with ``valid_split`` > 0, the chosen and the last checkpoint
+    scored once on the test set (``test.json``, rank 0); else ``(None, None)``."""
+    config, output_dir = run.config, run.output_dir
+    if not (config.valid_split and run.rank.is_main and list_checkpoints(output_dir)):
+        return None, None
+    # Chosen on the held-out split; the test set scores the choice (and the last).
+    test_started = time.perf_counter()
+    test = final_test(output_dir, net, model, make_test_dataset(config, source=run.source),
+                      run.source.tested_on)
+    seconds_test = round(time.perf_counter() - test_started, 3)
+    log.info("test top-1: chosen %.4f (epoch %s), last %.4f (epoch %s)",
+             test["chosen"]["top1"], test["chosen"]["epoch"], test["last"]["top1"],
+             test["last"]["epoch"])
+    return test, seconds_test
 
 
 # --------------------------------------------------------------------------- train
@@ -270,137 +477,47 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
                        progress_file: Any = None) -> TrainResult:
     """Train (and validate) the configured profile; see the module docstring.
 
-    Args:
-        config: a :class:`~msresnet.config.Config`, a profile name or a YAML path.
-        overrides: Config fields to change (e.g. ``{"output_dir": "../runs/smoke"}``).
-        stop_after_epoch: stop cleanly after this epoch, as if the job were killed
-            right after saving it (for demonstrating and testing resume).
-        extra_callbacks: more MindSpore callbacks, added after the book's own
-            (the msrun launcher's ``--rank_dump`` passes :class:`RankDump` here).
-        progress: show the tqdm bar (``progress_file``: where, default stderr).
-
+    ``config``: a :class:`~msresnet.config.Config`, a profile name or a YAML path;
+    ``overrides``: Config fields to change (e.g. ``{"output_dir": "../runs/smoke"}``);
+    ``stop_after_epoch``: stop cleanly after this epoch, as if the job were killed right
+    after saving it (to demonstrate and test resume); ``extra_callbacks``: more
+    MindSpore callbacks, after the book's own (``--rank_dump`` passes RankDump here);
+    ``progress``: show the tqdm bar (``progress_file``: where, default stderr).
     Returns a :class:`TrainResult`; files go to ``config.output_dir`` (rank 0 only).
     """
-    config = _as_config(config, overrides)
     started = time.perf_counter()
-    set_context(config)  # device first: MindSpore wants it set before communication.init()
-    init_if_launched()
-    rank = rank_info()
-    if rank.distributed:
-        ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
-                                     gradients_mean=True, device_num=rank.group_size)
-    # Exact (not "fast") pipeline recovery: a resumed run replays the skipped epochs'
-    # shuffles and augmentations, so it sees exactly the images a straight run sees.
-    ds.config.set_fast_recovery(False)
-
+    config, source = _config_and_data(config, overrides)
+    rank = _start_runtime(config)
     output_dir = Path(config.output_dir)
-    resume_path = resolve_resume(config, output_dir)
-    if rank.is_main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-
-    changed: dict[str, tuple[Any, Any]] = {}
-    if resume_path is not None and (recorded := recorded_config(output_dir)) is not None:
-        # Said, not refused: a longer run (epoch_size) is the usual reason to resume.
-        changed = config_differences(recorded, config, RESUME_FREE_KEYS)
-        for key, (old, new) in changed.items():
-            log.warning("resuming with %s=%r, but %s recorded %r", key, new,
-                        output_dir / CONFIG_FILE, old)
-
-    train_ds, eval_ds = make_datasets(config, rank)
-    steps_per_epoch = train_ds.get_dataset_size()
-    if steps_per_epoch == 0:
-        raise TrainError(f"no full batch: {config.train_samples} training images per device "
-                         f"and batch_size {config.batch_size}")
-    net, optimizer, model, lr = make_model(config, steps_per_epoch)
-
-    initial_epoch = 0
-    if resume_path is not None:
-        initial_epoch = restore(resume_path, net, optimizer, steps_per_epoch)
-        train_ds.set_init_step(initial_epoch * steps_per_epoch)
-    step_offset = initial_epoch * steps_per_epoch
-
-    handler = _attach_log_file(output_dir) if rank.is_main else None
-    try:
-        if rank.is_main:
-            # The data folder as an absolute path: the sweep and other tools that take
-            # the run folder read it from here, from whatever folder they run in.
-            as_run = dataclasses.replace(config, data_dir=os.path.abspath(config.data_dir))
-            write_text(output_dir / CONFIG_FILE, as_run.to_yaml())
-        log.info("profile %s on %s (%s mode, %s), %d steps/epoch x %d epochs, rank %d of %d",
-                 config.profile, config.device_target, config.mode,
-                 "mixed precision " + config.amp_level if uses_mixed_precision(config) else "float32",
-                 steps_per_epoch, config.epoch_size, rank.rank, rank.group_size)
-        if resume_path is not None:
-            log.info("resumed from %s at epoch %d (global step %d)", resume_path.name,
-                     initial_epoch, step_offset)
-
-        previous = [r for r in read_history(output_dir) if r["epoch"] <= initial_epoch] \
-            if resume_path is not None else []
-        history = EpochHistory(output_dir if rank.is_main else None, lr, config.batch_size,
-                          step_offset, previous)
-        tracker = _StepTracker(step_offset, initial_epoch)
-        timer = _FirstStepTimer()
-        cbs: list[Callback] = [timer, tracker]
-        if progress and rank.is_main:
-            cbs.append(Progress(config.epoch_size, steps_per_epoch, config.batch_size, lr,
-                                step_offset, file=progress_file))
-        ckpt = None
-        if rank.is_main:
-            ckpt_config = CheckpointConfig(
-                save_checkpoint_steps=config.save_checkpoint_epochs * steps_per_epoch,
-                keep_checkpoint_max=config.keep_checkpoint_max)
-            ckpt = AtomicCheckpoint(output_dir, ckpt_config, steps_per_epoch, PREFIX, step_offset)
-            evaluated_on = validation_images(config)
-            cbs += [ckpt, BestCheckpoint(output_dir, step_offset, ckpt, evaluated_on)]
-            if config.ema_decay:
-                cbs.append(WeightAverage(net, output_dir, config.ema_decay, steps_per_epoch,
-                                         step_offset=step_offset,
-                                         keep=config.keep_checkpoint_max))
-        cbs.append(history)
-        if stop_after_epoch is not None:
-            cbs.append(StopAfterEpoch(stop_after_epoch))
-        cbs += list(extra_callbacks)
-
-        if initial_epoch < config.epoch_size:
-            sink = config.device_target != "CPU"  # as the models repo; CPU has no sink mode
-            model.fit(config.epoch_size, train_ds, valid_dataset=eval_ds,
-                      valid_frequency=validation_epochs(config.epoch_size, config.valid_frequency),
-                      callbacks=cbs, dataset_sink_mode=sink, valid_dataset_sink_mode=False,
-                      initial_epoch=initial_epoch)
-        else:
-            log.info("nothing to do: the checkpoint is at epoch %d of %d", initial_epoch,
-                     config.epoch_size)
-
-        seconds = round(time.perf_counter() - started, 3)
-        test, seconds_test = None, None
-        if config.valid_split and rank.is_main and list_checkpoints(output_dir):
-            # Chosen on the held-out split; the test set scores the choice (and the last).
-            test_started = time.perf_counter()
-            test = score_chosen_and_last(
-                output_dir, net, model, make_test_dataset(config),
-                evaluation_images(dataset_folder(config.data_dir), config.eval_samples))
-            seconds_test = round(time.perf_counter() - test_started, 3)
-            log.info("test top-1: chosen %.4f (epoch %s), last %.4f (epoch %s)",
-                     test["chosen"]["top1"], test["chosen"]["epoch"], test["last"]["top1"],
-                     test["last"]["epoch"])
-        result = TrainResult(
-            output_dir=output_dir, history=history.records,
-            best=read_best(output_dir) if rank.is_main else None, steps=tracker.step,
-            seconds=seconds, epochs=tracker.epoch,
-            steps_per_epoch=steps_per_epoch,
-            resumed_from=resume_path.name if resume_path is not None else None,
-            first_step_seconds=None if timer.seconds is None else round(timer.seconds, 3),
-            checkpoints=[c.name for c in list_checkpoints(output_dir)] if rank.is_main else [],
-            changed_on_resume={key: list(pair) for key, pair in changed.items()},
-            test=test, seconds_test=seconds_test)
-        if rank.is_main:
-            write_json(output_dir / RESULT_FILE, result.to_dict())
-        log.info("done: %d epochs, %d steps, %.1f s", result.epochs, result.steps, result.seconds)
-        return result
-    finally:
-        if handler is not None:
-            logging.getLogger("msresnet").removeHandler(handler)
-            handler.close()
+    run = _Run(config, source, rank, output_dir, resolve_resume(config, output_dir))
+    with _output_folder(output_dir, create=rank.is_main):
+        changed = _changes_since_recording(run)
+        train_ds, eval_ds = make_datasets(config, rank, source)
+        steps_per_epoch = _steps_per_epoch(config, train_ds)
+        net, optimizer, model, lr = make_model(config, steps_per_epoch)
+        at = _resume_position(run, net, optimizer, train_ds, steps_per_epoch)
+        with _run_log(output_dir if rank.is_main else None):
+            _record_start(run, at)
+            history, tracker, timer, cbs = _callbacks(run, at, net, lr, progress, progress_file)
+            if stop_after_epoch is not None:
+                cbs.append(StopAfterEpoch(stop_after_epoch))
+            _fit(config, model, train_ds, eval_ds, cbs + list(extra_callbacks), at.initial_epoch)
+            seconds = round(time.perf_counter() - started, 3)
+            test, seconds_test = _final_test(run, net, model)
+            result = TrainResult(
+                output_dir=output_dir, history=history.records,
+                best=read_best(output_dir) if rank.is_main else None, steps=tracker.step,
+                seconds=seconds, epochs=tracker.epoch, steps_per_epoch=steps_per_epoch,
+                resumed_from=run.resume_path.name if run.resume_path is not None else None,
+                first_step_seconds=None if timer.seconds is None else round(timer.seconds, 3),
+                checkpoints=[c.name for c in list_checkpoints(output_dir)] if rank.is_main else [],
+                changed_on_resume={key: list(pair) for key, pair in changed.items()},
+                test=test, seconds_test=seconds_test)
+            if rank.is_main:
+                write_json(output_dir / RESULT_FILE, result.to_dict())
+            log.info("done: %d epochs, %d steps, %.1f s", result.epochs, result.steps,
+                     result.seconds)
+            return result
 
 
 # --------------------------------------------------------------------------- CLI
@@ -425,7 +542,9 @@ USAGE = """usage: msresnet train [PROFILE | --config PROFILE_OR_YAML] [--output 
 
 PROFILE is smoke, cpu, gpu or ascend (configs/<name>.yaml); --config also takes a
 path to a YAML file. --output sets output_dir. Every Config field can be overridden
-with --KEY VALUE (e.g. --epoch_size 3 --train_samples 256 --resume_from auto)."""
+with --KEY VALUE (e.g. --epoch_size 3 --train_samples 256 --resume_from auto).
+The data folder: --data_dir DIR, else $MSRESNET_DATA_DIR, else the profile's
+(those two relative to the repository root)."""
 
 
 def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bool]:
@@ -453,7 +572,8 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bo
                 try:
                     stop = int(value)
                 except ValueError:
-                    raise ConfigError(f"--stop_after_epoch: must be an integer, got {value!r}") from None
+                    raise ConfigError(f"--stop_after_epoch: must be an integer, "
+                                      f"got {value!r}") from None
         elif token == "--no-progress":
             progress = False
         elif token in ("-h", "--help"):
@@ -473,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         profile, overrides, stop, progress = parse_args(argv)
-        config = load_config(profile, overrides)
+        config = load_run_config(profile, overrides)
     except ConfigError as error:
         print(f"{USAGE}\nerror: {error}", file=sys.stderr)  # the error last: what a shell shows
         return 2
