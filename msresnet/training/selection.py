@@ -242,22 +242,22 @@ def settle_best(folder: str | os.PathLike[str], winner: Any, evaluated_on: dict[
     damaged file). An existing ``best.json`` made on images the sweep's include
     competes with its scores on the sweep's images (:func:`_standing`; ``trust``
     False always re-scores, e.g. for flipped scores) and stays unless the winner
-    ranks higher (:func:`rank_key`); the winner is its own periodic file again
-    (same source, epoch and step) counts as a win, so the sweep's record replaces
-    training's for the same weights. An unreadable ``best.ckpt`` does not compete.
-    A choice made on other images is :func:`promote_best`'s to refuse.
+    ranks higher (:func:`rank_key`). A winner that is the choice's own periodic file
+    (same source, epoch and step) replaces it, so the sweep's record of the same
+    weights replaces training's. An unreadable ``best.ckpt`` does not compete. A
+    choice made on other images is :func:`promote_best`'s to refuse.
     """
     folder = Path(folder)
     current = read_best(folder)
     standing, skipped = None, []
     if current is not None and not replace and includes(evaluated_on, current.get("evaluated_on")):
         standing, skipped = _standing(folder, current, evaluated_on, rescore, trust)
-    if standing is not None:
+    if current is not None and standing is not None:
         same_file = (winner.file, winner.epoch, winner.step) == (
-            current.get("source"), current["epoch"], current["step"])  # type: ignore[index]
+            current.get("source"), current["epoch"], current["step"])
         if not same_file and _rank(winner) <= _rank(standing):
             log.info("%s kept: %s (top-1 %.4f) is not better", BEST_CKPT, winner.file, winner.top1)
-            return Settled("kept", current, standing, skipped)  # type: ignore[arg-type]
+            return Settled("kept", current, standing, skipped)
     best = promote_best(folder, winner, selected_by, evaluated_on, replace=replace)
     return Settled("promoted", best, standing, skipped)
 
@@ -265,7 +265,7 @@ def settle_best(folder: str | os.PathLike[str], winner: Any, evaluated_on: dict[
 # ----------------------------------------------------------------------- the final test
 
 def _scores(result: dict[str, Any]) -> dict[str, float]:
-    return {key: _rounded(result[key]) for key in ("top1", "top5", "loss")}  # type: ignore[misc]
+    return {key: float(round(float(result[key]), DIGITS)) for key in ("top1", "top5", "loss")}
 
 
 def _last_readable(folder: Path, net: Any, model: Any, test_ds: Any,

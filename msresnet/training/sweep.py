@@ -36,10 +36,11 @@ from mindspore import nn
 from mindspore.train import Model
 
 from msresnet.atomic import write_csv, write_json
-from msresnet.data.cifar10 import FOLDER_NAME, dataset_folder
+from msresnet.data.cifar10 import FOLDER_NAME, NUM_CLASSES, dataset_folder
 from msresnet.model.losses import SparseCrossEntropy
 from msresnet.training.checkpoints import (BEST_JSON, PREFIX, CheckpointCorruptError,
-                                           checkpoint_meta, list_checkpoints, load_strict)
+                                           CheckpointError, checkpoint_meta, list_checkpoints,
+                                           load_strict)
 from msresnet.training.selection import (TEST_JSON, SelectionError, final_test, select_best,
                                          settle_best)
 
@@ -161,8 +162,9 @@ class CheckpointEvaluator:
 
     @classmethod
     def for_run(cls, run_dir: str | os.PathLike[str],
-                data_dir: str | os.PathLike[str] | None = None, eval_samples: int | None = None, batch_size: int | None = None,
-                split: str | None = None, flip: bool = False) -> CheckpointEvaluator:
+                data_dir: str | os.PathLike[str] | None = None, eval_samples: int | None = None,
+                batch_size: int | None = None, split: str | None = None,
+                flip: bool = False) -> CheckpointEvaluator:
         """Build ResNet50 and the run's validation pipeline as its ``config.yaml`` describes.
 
         The run's recording decides everything that must match its checkpoints or its
@@ -340,7 +342,8 @@ def test_chosen_and_last(evaluator: CheckpointEvaluator, folder: str | os.PathLi
                       skipped, name)
 
 
-def confusion_matrix(labels: np.ndarray, preds: np.ndarray, num_classes: int = 10) -> np.ndarray:
+def confusion_matrix(labels: np.ndarray, preds: np.ndarray,
+                     num_classes: int = NUM_CLASSES) -> np.ndarray:
     """``cm[true, predicted]`` counts."""
     cm = np.zeros((num_classes, num_classes), dtype=np.int64)
     np.add.at(cm, (np.asarray(labels, dtype=np.int64), np.asarray(preds, dtype=np.int64)), 1)
@@ -430,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if result.best is not None and not args.no_promote:
         try:
             settled = _settle(folder, result, evaluator, args.replace_best)
-        except SelectionError as err:
+        except (SelectionError, CheckpointError) as err:  # recorded, then the one-line error
             refused, settled = err, {"not_promoted": str(err)}
     payload = {**_records(result), **settled}
     write_json(folder / SWEEP_JSON, payload)
