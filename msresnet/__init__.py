@@ -22,13 +22,9 @@ module), and on a module this docstring does not name. The layers, first to last
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
   are, the local mirror), ``atomic`` (crash-safe file writes), ``cli`` (the
   ``msresnet`` command and its one-line errors);
-* ``model``: the network and its training step's parts: ``lr_schedule`` (the
-  schedules, numpy only), ``losses``, ``flops``, ``resnet`` (ResNet50), ``nesterov``
-  (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
-* ``config``, at the root: the profiles, their overrides and checks (it reads the
-  schedule names of ``model.lr_schedule``);
-* ``data``: ``download`` (resumable, checksummed HTTP), ``cifar10`` (CIFAR-10's
-  facts and its binary format: reading records, validating a folder),
+* ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
+  counts, classes, mean and std; and its binary format: reading records,
+  validating a folder), ``download`` (resumable, checksummed HTTP),
   ``preparation`` (a ready folder from a URL, an archive or a folder; its marker),
   ``splits`` (the held-out validation split), ``identity`` (which images an
   evaluation scored, by SHA-256), ``source`` (a run's data resolved once: the
@@ -36,6 +32,11 @@ module), and on a module this docstring does not name. The layers, first to last
   picture to the network's input), ``prepare`` (``msresnet prepare``),
   ``mindrecord`` (CIFAR-10 to MindRecord), ``pipeline`` (``mindspore.dataset``: the
   binary files, MindRecord or arrays in memory);
+* ``model``: the network and its training step's parts: ``lr_schedule`` (the
+  schedules, numpy only), ``losses``, ``flops``, ``resnet`` (ResNet50), ``nesterov``
+  (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
+* ``config``, at the root: the profiles, their overrides and checks (it reads the
+  schedule names of ``model.lr_schedule`` and CIFAR-10's facts of ``data.cifar10``);
 * ``training``: ``distributed`` (rank and group size), ``checkpoints``,
   ``callbacks``, ``ema`` (the weight average kept beside training), ``final_test``
   (the chosen and the last checkpoint scored once on the test set), ``factories``

@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from msresnet.cli import did_you_mean
+from msresnet.data.cifar10 import NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES, TRAIN_IMAGES
 from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
@@ -55,11 +56,6 @@ DEVICE_TARGETS = ("CPU", "GPU", "Ascend")
 MODES = ("graph", "pynative")
 STEMS = ("imagenet", "cifar")
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
-CIFAR10_TRAIN_IMAGES = 50_000
-CIFAR10_TEST_IMAGES = 10_000
-# The same archive as msresnet.data.cifar10.OFFICIAL_URL (kept here so that reading a
-# config never imports the dataset code).
-DEFAULT_DATA_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 NULL_WORDS: tuple[str, ...] = ("null", "none", "~")
 """Text that means null for a field that allows it, in any case (see the module docstring)."""
 
@@ -146,7 +142,7 @@ class Config:
                                 "MindSpore device: CPU, GPU or Ascend")
     mode: str = _field("graph", _choice(MODES),
                        "graph (compiled, fast) or pynative (eager, easy to debug)")
-    data_url: str = _field(DEFAULT_DATA_URL, _NON_EMPTY,
+    data_url: str = _field(OFFICIAL_URL, _NON_EMPTY,
                            "where CIFAR-10 comes from: https URL, local .tar.gz or folder")
     data_md5: str | None = _field(None, _MD5,
                                   "expected MD5 of the archive; null: the official one "
@@ -161,7 +157,8 @@ class Config:
                              "side of the square network input; 32 keeps CIFAR-10's size")
     stem: str = _field("imagenet", _choice(STEMS),
                        "imagenet: 7x7/2 conv + max pool; cifar: 3x3/1 conv, no pool")
-    num_classes: int = _field(10, _int_at_least(2), "number of classes (CIFAR-10: 10)")
+    num_classes: int = _field(NUM_CLASSES, _int_at_least(2),
+                              f"number of classes (CIFAR-10: {NUM_CLASSES})")
     zero_init_residual: bool = _field(
         True, _BOOL,
         "start the last BatchNorm of every residual branch at gamma=0 (each block "
@@ -170,16 +167,16 @@ class Config:
     batch_size: int = _field(32, _positive_int(), "images per step (per device)")
     epoch_size: int = _field(90, _positive_int(), "training epochs")
     train_samples: int | None = _field(
-        None, _positive_int(CIFAR10_TRAIN_IMAGES, optional=True),
+        None, _positive_int(TRAIN_IMAGES, optional=True),
         "train on N training images per epoch (per device), a fresh random draw "
-        "each epoch from the seeded shuffle; null: all 50,000")
+        f"each epoch from the seeded shuffle; null: all {TRAIN_IMAGES:,}")
     eval_samples: int | None = _field(
-        None, _positive_int(CIFAR10_TEST_IMAGES, optional=True),
+        None, _positive_int(TEST_IMAGES, optional=True),
         "evaluate on the first N images of the validation split and of the test "
         "set; null: all of them")
     valid_split: int = _field(
-        0, _Rule(f"an integer from 0 to {CIFAR10_TRAIN_IMAGES - 1}",
-                 lambda v: 0 <= v < CIFAR10_TRAIN_IMAGES),
+        0, _Rule(f"an integer from 0 to {TRAIN_IMAGES - 1}",
+                 lambda v: 0 <= v < TRAIN_IMAGES),
         "hold out N training images (class-balanced, fixed by seed) to validate on "
         "and choose checkpoints with; the test set then scores only the chosen and "
         "the last checkpoint. 0: validate on the test set (the seed recipe's and the "
@@ -316,7 +313,7 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
     if checked["train_samples"] is not None and checked["train_samples"] < checked["batch_size"]:
         over("train_samples", "batch_size",
              "must be at least {other} ({limit}) so that one full batch exists")
-    left = CIFAR10_TRAIN_IMAGES - checked["valid_split"]
+    left = TRAIN_IMAGES - checked["valid_split"]
     if checked["train_samples"] is not None and checked["train_samples"] > left:
         _fail("train_samples", f"must not exceed the {left:,} training images left after "
               f"valid_split ({checked['valid_split']}, from {source_of('valid_split')})",

@@ -7,6 +7,7 @@ the two tests on the real local mirror runs in well under a second.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -216,6 +217,64 @@ def test_own_class_names_name_the_first_that_differs(tmp_path: Path) -> None:
     (folder / "batches.meta.txt").write_text("\n".join(CLASSES[:9]) + "\n")
     with pytest.raises(DatasetError, match=r"^batches\.meta\.txt: 9 class names, expected 10 \("):
         validate(folder)
+
+
+# ---------------------------------------------------------------------------- the facts
+
+def test_the_facts_add_up() -> None:
+    assert cifar10.NUM_CLASSES == len(CLASSES) == 10
+    assert (cifar10.TRAIN_IMAGES, cifar10.TEST_IMAGES) == (50_000, 10_000)
+    assert cifar10.IMAGES_PER_FILE == 10_000  # what validate() requires (RECORDS_PER_FILE)
+    assert RECORD_BYTES == 1 + int(np.prod(cifar10.IMAGE_SHAPE))
+    assert cifar10.KNOWN_MD5[cifar10.OFFICIAL_URL] == cifar10.OFFICIAL_MD5
+
+
+def _fact_literals(tree: ast.AST, facts: set[object]) -> list[tuple[int, object]]:
+    """(line, value) of each literal in ``tree`` that is one of ``facts``, and of each
+    literal ``num_classes`` (keyword, default or field)."""
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and type(node.value) in (int, float, str)
+                and node.value in facts):
+            found.append((node.lineno, node.value))
+        pairs: list[tuple[str, ast.AST]] = []
+        if isinstance(node, ast.keyword) and node.arg:
+            pairs = [(node.arg, node.value)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            positional = node.args.posonlyargs + node.args.args
+            pairs = list(zip([a.arg for a in positional[-len(node.args.defaults):]],
+                             node.args.defaults)) if node.args.defaults else []
+            pairs += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            pairs = [(node.target.id, node.value)]
+        found += [(value.lineno, f"num_classes={value.value}") for name, value in pairs
+                  if name == "num_classes" and isinstance(value, ast.Constant)]
+    return found
+
+
+def test_cifar10s_facts_are_stated_once_in_the_package() -> None:
+    """URL, MD5, image counts, mean, std and the number of classes are written in
+    ``msresnet.data.cifar10`` only; every other module reads them from there."""
+    facts = {cifar10.OFFICIAL_URL, cifar10.OFFICIAL_MD5, cifar10.MINDSPORE_MIRROR_URL,
+             cifar10.TRAIN_IMAGES, cifar10.TEST_IMAGES, *cifar10.CIFAR10_MEAN, *cifar10.CIFAR10_STD}
+    # Not CIFAR-10's: cuDNN's version number is 10000 * major + ...
+    other_meaning = {("jobs/doctor.py", 10_000)}
+    package = REPO_ROOT / "msresnet"
+    found = [f"{path.relative_to(package)}:{line}: {value!r}"
+             for path in sorted(package.rglob("*.py")) if path != package / "data" / "cifar10.py"
+             for line, value in _fact_literals(ast.parse(path.read_text()), facts)
+             if (path.relative_to(package).as_posix(), value) not in other_meaning]
+    assert not found, f"CIFAR-10's facts written again instead of read from data.cifar10: {found}"
+
+
+def test_the_fact_finder_sees_each_kind_of_literal() -> None:
+    source = ('URL = "%s"\ndef f(num_classes=10, *, n=50000): pass\n'
+              'class S:\n    num_classes: int = 10\nnet(num_classes=10, mean=0.4914)\n'
+              % cifar10.OFFICIAL_URL)
+    found = _fact_literals(ast.parse(source), {cifar10.OFFICIAL_URL, 50_000, 0.4914})
+    assert sorted(found, key=str) == sorted([(1, cifar10.OFFICIAL_URL), (2, 50_000),
+                                             (2, "num_classes=10"), (4, "num_classes=10"),
+                                             (5, "num_classes=10"), (5, 0.4914)], key=str)
 
 
 def test_records_per_file_must_be_what_mindspore_reads(tmp_path: Path,

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import jinja2
 
 from msresnet.atomic import write_text
+from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.book.reproduce import format_metric
 
@@ -183,7 +184,7 @@ def _dataset(run: dict[str, Any]) -> str:
 def _split_sizes(params: dict[str, Any]) -> tuple[int, int]:
     """Held-out validation images and training images per epoch, from the run's parameters."""
     held_out = params.get("valid_split") or 0
-    return held_out, params["train_samples"] or 50_000 - held_out
+    return held_out, params["train_samples"] or TRAIN_IMAGES - held_out
 
 
 def _facts(dest: Path) -> dict[str, Any]:
@@ -220,7 +221,7 @@ def _page_context(dest: Path, page: Path) -> dict[str, Any]:
         "dirty": bool(run["git"].get("dirty")),
         "dataset": _dataset(run),
         "chose_on_held_out": bool(held_out and "test_top1" in sweep),
-        "eval_images": params["eval_samples"] or 10_000,
+        "eval_images": params["eval_samples"] or TEST_IMAGES,
         "valid_images": min(params["eval_samples"] or held_out, held_out),
         "seed": params.get("seed"),
         "history": json.loads((dest / "train" / "history.json").read_text()),

@@ -1,8 +1,9 @@
 """CIFAR-10's facts and its binary format: what every other module reads about the data.
 
 The archive's URL, MD5 and size, the file names, the record layout, the image counts,
-the class names: stated once here, read everywhere else (the config's default URL,
-the results page, the pipelines). And the format itself: reading records by hand
+the class names, the normalisation's mean and std: stated once here, read everywhere
+else (the config's default URL and limits, the results page, the pipelines, the
+benchmarks). This module imports nothing of the package, so any layer may read it. And the format itself: reading records by hand
 and validating a ``cifar-10-batches-bin`` folder.
 
 MindSpore's ``Cifar10Dataset`` reads the extracted folder directly, but on a
@@ -36,6 +37,7 @@ KNOWN_MD5 = {OFFICIAL_URL: OFFICIAL_MD5, MINDSPORE_MIRROR_URL: OFFICIAL_MD5}
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer",
            "dog", "frog", "horse", "ship", "truck")
+NUM_CLASSES = len(CLASSES)  # 10
 IMAGE_SHAPE = (32, 32, 3)
 RECORD_BYTES = 1 + 32 * 32 * 3  # 3073
 TRAIN_FILES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
@@ -44,13 +46,23 @@ META_FILE = "batches.meta.txt"
 REQUIRED_FILES = (META_FILE, *TRAIN_FILES, *TEST_FILES)
 OPTIONAL_FILES = ("readme.html",)
 FOLDER_NAME = "cifar-10-batches-bin"
+IMAGES_PER_FILE = 10_000
+TRAIN_IMAGES = IMAGES_PER_FILE * len(TRAIN_FILES)  # 50,000
+TEST_IMAGES = IMAGES_PER_FILE * len(TEST_FILES)  # 10,000
 # MindSpore's Cifar10Dataset reads every .bin as exactly 10,000 records (its C++ reader,
 # cifar_op.cc, has num_cifar10_records = 10000 and says "exactly 10K images" per file).
 # Measured on 2.10 with 9,000 (and with 100) records per file: get_dataset_size() says
 # 50000, then iterating fails with "Invalid cifar10 file ... re-download dataset".
 # So validate() requires it; the unit tests' tiny fake folders set it to None (any
 # whole number of records) for their run.
-RECORDS_PER_FILE: int | None = 10_000
+RECORDS_PER_FILE: int | None = IMAGES_PER_FILE
+
+# Per-channel mean and std used by the MindSpore models repo (and many CIFAR-10
+# codebases). The means are the true per-channel pixel means of the training set;
+# the stds are smaller than the true per-pixel stds (~0.247, 0.243, 0.261), see
+# chapter 1 for the computation. We keep them so results compare with the repo.
+CIFAR10_MEAN: tuple[float, float, float] = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD: tuple[float, float, float] = (0.2023, 0.1994, 0.2010)
 
 
 class DatasetError(ValueError):

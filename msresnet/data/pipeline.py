@@ -39,11 +39,11 @@ import mindspore.dataset.transforms as transforms
 import mindspore.dataset.vision as vision
 import numpy as np
 
-from msresnet.data.cifar10 import read_records
+# The normalisation constants are CIFAR-10's facts (the MindSpore-free image code a
+# deployed model uses reads the same); re-exported here for the chapters.
+from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, read_records
+from msresnet.data.images import NATIVE_SIZE
 from msresnet.data.mindrecord import SPLIT_FILES, check_file, mindrecord_path
-# The normalisation constants live with the MindSpore-free image code that a
-# deployed model shares (msresnet.data.images); re-exported here for the chapters.
-from msresnet.data.images import CIFAR10_MEAN, CIFAR10_STD, NATIVE_SIZE
 from msresnet.data.source import check_folder  # the one check with its advice
 
 USAGES = ("train", "test")

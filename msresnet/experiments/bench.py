@@ -38,6 +38,7 @@ from pathlib import Path
 
 from msresnet.atomic import write_json
 from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
+from msresnet.data.cifar10 import NUM_CLASSES
 
 MODES = ("graph", "pynative")
 DEFAULT_ISA = "default"
@@ -51,7 +52,7 @@ class BenchSettings:
     batch_size: int = 32
     image_size: int = 32
     stem: str = "imagenet"
-    num_classes: int = 10
+    num_classes: int = NUM_CLASSES
     steps: int = 5
     warmup: int = 2
     device_target: str = "CPU"
@@ -108,7 +109,8 @@ def make_train_step(net, weight_decay: float = 1e-4, learning_rate: float = 0.01
     return step
 
 
-def synthetic_batch(batch_size: int, image_size: int, num_classes: int = 10, seed: int = 0):
+def synthetic_batch(batch_size: int, image_size: int, num_classes: int = NUM_CLASSES,
+                    seed: int = 0):
     """Normalised-looking random images (N, 3, H, W) float32 and int32 labels, as MindSpore tensors."""
     import numpy as np
     import mindspore
@@ -250,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32, help="images per step (default 32)")
     parser.add_argument("--image-size", type=int, default=32, help="input height and width (default 32)")
     parser.add_argument("--stem", default="imagenet", help="imagenet or cifar (default imagenet)")
-    parser.add_argument("--num-classes", type=int, default=10)
+    parser.add_argument("--num-classes", type=int, default=NUM_CLASSES)
     parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
     parser.add_argument("--warmup", type=int, default=2,
                         help="untimed steps first; graph mode compiles in the first (default 2)")

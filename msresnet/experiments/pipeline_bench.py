@@ -178,7 +178,7 @@ def _batch_normalise(images, labels, batch_info):
     """``per_batch_map``: normalise and transpose a whole batch of HWC uint8 images at once."""
     import numpy as np
 
-    from msresnet.data.images import CIFAR10_MEAN, CIFAR10_STD
+    from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
     stack = np.stack(images).astype(np.float32) / 255.0
     stack = (stack - np.array(CIFAR10_MEAN, np.float32)) / np.array(CIFAR10_STD, np.float32)
     return list(np.ascontiguousarray(stack.transpose(0, 3, 1, 2))), labels
@@ -249,12 +249,14 @@ def _train(setting: Setting, dataset) -> tuple[float, float, float, float, float
     (images/s, wall s, CPU s, machine CPU s, data-wait share, step ms)."""
     import mindspore
 
+    from msresnet.data.cifar10 import IMAGE_SHAPE, NUM_CLASSES
     from msresnet.experiments.bench import make_train_step, synthetic_batch
     from msresnet.model.resnet import resnet50
 
-    net = resnet50(num_classes=10, stem="imagenet")
+    net = resnet50(num_classes=NUM_CLASSES, stem="imagenet")
     step = make_train_step(net)
-    fixed = synthetic_batch(setting.batch_size, 32, 10, setting.seed) if dataset is None else None
+    fixed = (synthetic_batch(setting.batch_size, IMAGE_SHAPE[0], NUM_CLASSES, setting.seed)
+             if dataset is None else None)
     iterator = None if dataset is None else dataset.create_tuple_iterator(num_epochs=1)
     waits, totals = [], []
     wall0 = cpu0 = busy0 = 0.0

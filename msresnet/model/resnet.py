@@ -51,6 +51,8 @@ import mindspore
 from mindspore import nn, ops
 from mindspore.common.initializer import TruncatedNormal, XavierUniform
 
+from msresnet.data.cifar10 import NUM_CLASSES
+
 STEMS = ("imagenet", "cifar")
 """Valid values of ``stem``: ImageNet's 7x7/2 conv + 3x3/2 max-pool, or CIFAR's 3x3/1 conv."""
 
@@ -136,7 +138,7 @@ class Bottleneck(nn.Cell):
 class ResNet50(nn.Cell):
     """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``."""
 
-    def __init__(self, num_classes: int = 10, stem: str = "imagenet",
+    def __init__(self, num_classes: int = NUM_CLASSES, stem: str = "imagenet",
                  zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> None:
         super().__init__()
         if stem not in STEMS:
@@ -174,7 +176,7 @@ class ResNet50(nn.Cell):
         return self.end_point(self.flatten(x))
 
 
-def resnet50(num_classes: int = 10, stem: str = "imagenet",
+def resnet50(num_classes: int = NUM_CLASSES, stem: str = "imagenet",
              zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> nn.Cell:
     """Build ResNet50 v1.5; ``stem`` is ``"imagenet"`` (for 224x224 input) or ``"cifar"`` (32x32).
 
