@@ -59,6 +59,22 @@ def test_a_present_driver_is_not_reported_missing(monkeypatch, tmp_path):
     assert doctor.missing_device("GPU") == doctor.NO_DEVICE["GPU"]
 
 
+@pytest.mark.parametrize("target, why", [
+    ("GPU", ""),  # no CUDA driver library: MindSpore does not even try its GPU plugin
+    ("Ascend", " (Load dynamic library: libmindspore_ascend.so.2 failed."),
+])
+def test_a_driver_without_mindspores_back_end_fails_saying_what_to_set(
+        target, why, monkeypatch, tmp_path):
+    # this CPU machine with a driver's sign: MindSpore's back end for it still cannot load
+    sign = tmp_path / "driver"
+    sign.touch()
+    monkeypatch.setattr(doctor, "DRIVER_SIGNS", {target: ("no-such-tool", sign)})
+    _, ms = doctor.check_mindspore()
+    check = doctor.check_device(load_config(target.lower()), ms)
+    assert check.status == doctor.FAIL and check.fix == doctor.BACKEND_FIX[target]
+    assert check.summary.startswith(f"MindSpore's {target} back end did not load{why}")
+
+
 def test_missing_data_fails_with_the_prepare_command_and_skips_the_timing(tmp_path, capsys):
     empty = tmp_path / "nothing-here"
     code = doctor.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",
@@ -105,6 +121,24 @@ def test_nvidia_version_numbers(value, library, expected):
     assert doctor.version_number(value, library) == expected
 
 
+@pytest.mark.parametrize("found, status, summary", [
+    ({"cuda": "11.6", "cudnn": "8.5"}, "ok", "CUDA 11.6, cuDNN 8.5 (recommended with CUDA 11.6: "
+                                             "cuDNN 8.5)"),
+    ({"cuda": "12.2", "cudnn": "8.9"}, "FAIL", "CUDA 12.2 found; MindSpore's GPU kernels need "
+                                               "CUDA 11.1 or 11.6"),
+    ({"cuda": None, "cudnn": None}, "FAIL", "no CUDA runtime (libcudart) found; MindSpore's GPU "
+                                            "kernels need CUDA 11.1 or 11.6"),
+    ({"cuda": "11.1", "cudnn": "9.1"}, "FAIL", "cuDNN 9.1 found; MindSpore links cuDNN 8 "
+                                               "(libcudnn.so.8)"),
+])
+def test_cuda_and_cudnn_against_the_wheels_builds(found, status, summary, monkeypatch):
+    monkeypatch.setattr(doctor, "cuda_found", lambda: dict(found))
+    check = doctor.check_cuda(["11.1", "11.6"])
+    assert (check.status, check.summary) == (status, summary)
+    if status == "FAIL":
+        assert check.fix.startswith("install CUDA 11.6 with cuDNN 8.5")
+
+
 def test_cann_version_is_read_as_mindspore_reads_it(tmp_path):
     (tmp_path / "compiler").mkdir()
     (tmp_path / "compiler" / "version.info").write_text("Version=8.5.0\nversion_dir=8.5\n")
@@ -131,7 +165,8 @@ def test_projection_is_the_profile_epoch_at_the_measured_speed():
 
 
 def test_accelerator_profiles_cite_the_intro_figures():
-    gpu, ascend = doctor.cited_figures(load_config("gpu")), doctor.cited_figures(load_config("ascend"))
+    gpu = doctor.cited_figures(load_config("gpu"))
+    ascend = doctor.cited_figures(load_config("ascend"))
     assert [(c["ms_per_step"], c["run_minutes"], c["top1"]) for c in gpu] == [(69.0, 20.2, 91.37)]
     assert (18.4, 6.0, 91.44) in [(c.get("ms_per_step"), c["run_minutes"], c["top1"])
                                   for c in ascend]

@@ -79,7 +79,7 @@ CUDNN_FOR_CUDA = {"10.1": "7.6", "11.1": "8.0", "11.6": "8.5"}
 
 CUDA_RUNTIME = ("libcudart.so.11.0", "libcudart.so", "libcudart.so.12")
 CUDNN = ("libcudnn.so.8", "libcudnn.so", "libcudnn.so.9")
-CANN_VERSION_FILES = ("compiler/version.info",)
+CANN_VERSION_FILE = "compiler/version.info"
 CANN_DEFAULT_HOME = Path("/usr/local/Ascend/ascend-toolkit/latest")
 REFERENCE_RUN = REPO_ROOT / "results" / "cpu"
 
@@ -205,34 +205,52 @@ def device_properties(ms: Any, target: str) -> dict[str, Any]:
             "memory_gb": round(props.total_memory / 2**30, 1)}
 
 
-def check_device(config: Config, ms: Any) -> Check:
-    """The profile's device: its driver, MindSpore's back end for it, run_check."""
-    target = config.device_target
-    missing = missing_device(target)
-    if missing:
-        tool, interface = DRIVER_SIGNS[target]
-        return Check("device", FAIL, missing, NO_DEVICE_FIX,
-                     {"looked_for": [tool + " on PATH", str(interface)]})
-    if ms is None:
-        return _skip("device", "MindSpore")
+def plugin_error(target: str) -> str:
+    """`` (the line of MindSpore's plugin-loading report about target)``, or nothing:
+    the report lists every back end that failed to load, and none when it did not try
+    (no CUDA driver library, for the GPU)."""
     from mindspore._c_expression import MSContext
 
+    lines = MSContext.get_instance().load_plugin_error().strip().splitlines()
+    about = [line for line in lines if target.lower() in line.lower()]
+    return f" ({about[0]})" if about else ""
+
+
+def describe(ms: Any, target: str) -> tuple[str, dict[str, Any]]:
+    """The device in a few words, and its properties (what MindSpore reports of it)."""
+    try:
+        props = device_properties(ms, target)
+    except (RuntimeError, AttributeError, ValueError) as err:  # a deprecated API: report it
+        return f"{target} (its properties: {err})", {"properties_error": str(err)}
+    if target == "CPU":
+        return (f"{props['name']}, {props['usable_cores']} cores, {props['memory_gb']} GB RAM "
+                f"({props['available_gb']} free)"), props
+    return f"{props['name']}, {props['count']} visible, {props['memory_gb']} GB each", props
+
+
+def check_device(config: Config, ms: Any) -> Check:
+    """The profile's device: its driver, MindSpore's back end for it, run_check."""
+    from mindspore._c_expression import MSContext
+
+    target = config.device_target
+    if missing_device(target):
+        tool, interface = DRIVER_SIGNS[target]
+        return Check("device", FAIL, missing_device(target), NO_DEVICE_FIX,
+                     {"looked_for": [tool + " on PATH", str(interface)]})
+    fix = BACKEND_FIX.get(target, "pip install -r requirements.txt")
     if not MSContext.get_instance().is_pkg_support_device(target):
-        error = MSContext.get_instance().load_plugin_error().strip()
-        first = error.splitlines()[0] if error else "no message"
-        return Check("device", FAIL, f"MindSpore's {target} back end did not load ({first})",
-                     BACKEND_FIX.get(target, "reinstall MindSpore"), {"plugin_error": error})
-    printed = run_check(ms, target)
+        return Check("device", FAIL, f"MindSpore's {target} back end did not load"
+                     f"{plugin_error(target)}", fix)
+    try:
+        printed = run_check(ms, target)
+    except RuntimeError as err:  # set_device refused the target
+        return Check("device", FAIL, f"{target}: {str(err).strip().splitlines()[0]}", fix)
     if "successfully" not in printed:
         last = printed.strip().splitlines()[-1] if printed.strip() else "no output"
-        return Check("device", FAIL, f"mindspore.run_check() failed on {target}: {last}",
-                     BACKEND_FIX.get(target, "see the troubleshooting page"),
+        return Check("device", FAIL, f"mindspore.run_check() failed on {target}: {last}", fix,
                      {"run_check": printed})
-    props = device_properties(ms, target)
-    memory = (f"{props['usable_cores']} cores, {props['memory_gb']} GB RAM "
-              f"({props['available_gb']} free)" if target == "CPU"
-              else f"{props['count']} visible, {props['memory_gb']} GB each")
-    return Check("device", OK, f"{target} passes run_check: {props['name']}, {memory}",
+    words, props = describe(ms, target)
+    return Check("device", OK, f"{target} passes run_check: {words}",
                  details={"run_check": printed, **props})
 
 
@@ -300,7 +318,7 @@ def cann_home() -> Path:
 def cann_version(home: Path) -> str | None:
     """``major.minor`` from CANN's ``compiler/version.info`` (what MindSpore reads)."""
     try:
-        text = (home / CANN_VERSION_FILES[0]).read_text()
+        text = (home / CANN_VERSION_FILE).read_text()
     except OSError:
         return None
     found = re.search(r"^Version=(\d+)\.(\d+)", text, re.MULTILINE)
@@ -315,7 +333,7 @@ def check_cann(accepted: Sequence[str]) -> Check:
     fix = (f"install CANN {accepted[-1] if accepted else ''} and source its set_env.sh "
            "(book: Setup, Add Ascend)")
     if found is None:
-        return Check("toolkit", FAIL, f"no CANN in {home} (no {CANN_VERSION_FILES[0]})", fix,
+        return Check("toolkit", FAIL, f"no CANN in {home} (no {CANN_VERSION_FILE})", fix,
                      details)
     if accepted and found not in accepted:
         return Check("toolkit", FAIL, f"CANN {found}; MindSpore accepts {', '.join(accepted)}",
@@ -363,6 +381,8 @@ def check_msrun(config: Config, device_ok: bool, ms: Any) -> Check:
     if not device_ok or ms is None:
         return _skip("msrun", f"a working {target}")
     cuda = cuda_found()["cuda"] if target == "GPU" else None
+    if target == "GPU" and cuda is None:
+        return _skip("msrun", "a CUDA runtime (the toolkit line)")
     name, library = collective_library(target, Path(ms.__file__).parent, cuda)
     details[name] = str(library)
     if not library.is_file():
