@@ -7,6 +7,7 @@ folder has not been prepared (``make data``), and fail then under ``CI=true``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import pytest
 import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
 from msresnet.data import cifar10, pipeline, splits
 from msresnet.paths import DATA_ROOT
-from msresnet.data.pipeline import CIFAR10_MEAN, CIFAR10_STD, PipelineError, create_dataset, worker_count
+from msresnet.data.pipeline import (CIFAR10_MEAN, CIFAR10_STD, PipelineError, create_dataset,
+                                    worker_count)
 
 DATA_DIR = DATA_ROOT / cifar10.FOLDER_NAME
 from prerequisites import needs_data  # noqa: E402  (skipped without the data; CI=true: failed)
@@ -154,6 +156,27 @@ def test_bad_arguments_name_the_argument(kwargs, word):
         create_dataset(DATA_DIR, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs, word", [
+    ({"image_size": -3}, "image_size"), ({"num_samples": True}, "num_samples"),
+    ({"shard_id": 0}, "num_shards and shard_id"), ({"num_shards": 2, "shard_id": 2}, "shard_id"),
+    ({"seed": 1.5}, "seed"), ({"source": "tfrecord"}, "source"),
+])
+def test_options_are_checked_when_made(kwargs, word):
+    """No folder needed: the options are checked before any file is read."""
+    with pytest.raises(PipelineError, match=word):
+        pipeline.PipelineOptions(**kwargs)
+    with pytest.raises(PipelineError, match=word):
+        create_dataset("/nonexistent/cifar-10-batches-bin", **kwargs)
+
+
+def test_the_keywords_are_the_options_and_a_misspelt_one_is_named():
+    options = dataclasses.fields(pipeline.PipelineOptions)
+    assert pipeline.OPTION_NAMES == tuple(option.name for option in options)
+    assert {"training", "image_size", "indices", "checked"} <= set(pipeline.OPTION_NAMES)
+    with pytest.raises(TypeError, match=r"keyword argument 'imagesize' \(it takes training, "):
+        create_dataset("/nonexistent/cifar-10-batches-bin", "test", 8, imagesize=32)
+
+
 # --------------------------------------------------------------------------- batches
 
 @needs_data
@@ -226,8 +249,8 @@ def test_full_sizes_without_limit():
 @needs_data
 def test_shards_are_disjoint_and_cover_the_data():
     def fingerprints(shard_id):
-        data = create_dataset(DATA_DIR, "test", 50, num_samples=200, num_shards=2, shard_id=shard_id,
-                              shuffle=False)
+        data = create_dataset(DATA_DIR, "test", 50, num_samples=200, num_shards=2,
+                              shard_id=shard_id, shuffle=False)
         return [hashlib.sha1(image.tobytes()).hexdigest() + str(label)
                 for images, labels in batches(data) for image, label in zip(pixels(images), labels)]
 

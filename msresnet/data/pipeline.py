@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -132,89 +133,124 @@ def image_transforms(training: bool, image_size: int = NATIVE_SIZE) -> list:
     return ops
 
 
-def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_size: int = 32, *,
-                   training: bool | None = None, image_size: int = NATIVE_SIZE,
-                   num_samples: int | None = None, num_shards: int | None = None,
-                   shard_id: int | None = None, num_workers: int | None = None,
-                   shuffle: bool | None = None, seed: int | None = None,
-                   source: str = "binary",
-                   mindrecord_dir: str | os.PathLike | None = None,
-                   indices: Sequence[int] | np.ndarray | None = None,
-                   checked: bool = False) -> ds.Dataset:
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What :func:`create_dataset` takes besides the folder, the split and the batch size.
+
+    Checked when made: a wrong value raises :class:`PipelineError` naming the argument,
+    before any file is read. Every field has the default :func:`create_dataset` uses.
+    """
+
+    training: bool | None = None
+    """Augment (crop + flip), shuffle and drop the last partial batch; None:
+    ``usage == "train"``."""
+    image_size: int = NATIVE_SIZE
+    """Output height and width; anything but 32 adds a bilinear ``Resize``."""
+    num_samples: int | None = None
+    """Read at most this many images (per shard), for smoke runs."""
+    num_shards: int | None = None
+    """Data parallelism: shard ``shard_id`` of ``num_shards`` disjoint, equal-sized
+    shards (both or neither)."""
+    shard_id: int | None = None
+    """See ``num_shards``."""
+    num_workers: int | None = None
+    """Threads per stage; None: the :func:`worker_count` default."""
+    shuffle: bool | None = None
+    """None: as ``training``."""
+    seed: int | None = None
+    """If given, ``mindspore.dataset.config.set_seed(seed)``. The seed is global and
+    MindSpore reads it when an iterator is created, so the same seed and worker count
+    give the same images, crops and flips run to run (the worker count is part of the
+    recipe: 1 and 2 workers give different, each repeatable, augmentation streams)."""
+    source: str = "binary"
+    """Where the images come from, one of :data:`SOURCES` (see :func:`source_dataset`);
+    the transforms and batches are the same."""
+    mindrecord_dir: str | os.PathLike | None = None
+    """The folder of ``cifar10_<usage>.mindrecord`` for ``source="mindrecord"``."""
+    indices: Sequence[int] | np.ndarray | None = None
+    """Read only these records of the split (their positions in file order), e.g. one
+    side of :func:`msresnet.data.splits.hold_out`: shuffled afresh each epoch when
+    shuffling, else in the given order; with shards, shard ``k`` takes every
+    ``num_shards``-th index from ``k`` (cut to equal sizes). See :func:`subset_sampler`."""
+    checked: bool = False
+    """The folder was validated already (a run's :class:`msresnet.data.source.DataSource`
+    did, once), so it is not again."""
+
+    def __post_init__(self) -> None:
+        _positive("image_size", self.image_size, allow_none=False)
+        _positive("num_samples", self.num_samples)
+        shards, shard = self.num_shards, self.shard_id
+        if (shards is None) != (shard is None):
+            raise PipelineError(f"give both num_shards and shard_id or neither "
+                                f"(got num_shards={shards!r}, shard_id={shard!r})")
+        if shards is not None:
+            _positive("num_shards", shards, allow_none=False)
+            if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < shards:
+                raise PipelineError(f"shard_id must be in 0..{shards - 1}, got {shard!r}")
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise PipelineError(f"seed must be a non-negative int or None, got {seed!r}")
+        if self.source not in SOURCES:
+            raise PipelineError(f"source must be one of {SOURCES}, got {self.source!r}")
+
+
+OPTION_NAMES = tuple(option.name for option in fields(PipelineOptions))
+
+
+def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_size: int = 32,
+                   **options: Any) -> ds.Dataset:
     """Batched CIFAR-10 with columns ``image`` (float32, N,3,H,W) and ``label`` (int32).
 
-    Args:
-        dataset_dir: the ``cifar-10-batches-bin`` folder.
-        usage: ``"train"`` (50,000 images) or ``"test"`` (10,000).
-        batch_size: images per batch.
-        training: augment (crop + flip), shuffle and drop the last partial batch;
-            defaults to ``usage == "train"``.
-        image_size: output height/width; anything but 32 adds a bilinear ``Resize``.
-        num_samples: read at most this many images (per shard), for smoke runs.
-        num_shards, shard_id: data parallelism; shard ``shard_id`` of ``num_shards``
-            disjoint, equal-sized shards (both or neither).
-        num_workers: threads per stage, ``None`` = :func:`worker_count` default.
-        shuffle: defaults to ``training``.
-        seed: if given, ``mindspore.dataset.config.set_seed(seed)``. The seed is
-            global and MindSpore reads it when an iterator is created, so the same
-            seed and worker count give the same images, crops and flips run to run
-            (the worker count is part of the recipe: 1 and 2 workers give
-            different, each repeatable, augmentation streams).
-        source: where the images come from, one of :data:`SOURCES` (see
-            :func:`source_dataset`); the transforms and batches are the same.
-        mindrecord_dir: the folder of ``cifar10_<usage>.mindrecord`` for
-            ``source="mindrecord"``.
-        indices: read only these records of the split (their positions in file
-            order), e.g. one side of :func:`msresnet.data.splits.hold_out`: shuffled
-            afresh each epoch when ``shuffle``, else in the given order; with
-            shards, shard ``k`` takes every ``num_shards``-th index from ``k``
-            (cut to equal sizes). See :func:`subset_sampler`.
-        checked: the folder was validated already (a run's
-            :class:`msresnet.data.source.DataSource` did, once), so it is not again.
+    ``dataset_dir`` is the ``cifar-10-batches-bin`` folder, ``usage`` ``"train"``
+    (50,000 images) or ``"test"`` (10,000), ``batch_size`` the images per batch. The
+    keyword arguments are the fields of :class:`PipelineOptions` (augmentation, size,
+    which and how many records, shards, workers, seed, source), all checked before
+    the folder is; then the stages: read (:func:`source_dataset`), cast the labels,
+    transform the images (:func:`image_transforms`), batch.
     """
     if usage not in USAGES:
         raise PipelineError(f"usage must be one of {USAGES}, got {usage!r}")
     _positive("batch_size", batch_size, allow_none=False)
-    _positive("image_size", image_size, allow_none=False)
-    _positive("num_samples", num_samples)
-    if (num_shards is None) != (shard_id is None):
-        raise PipelineError(f"give both num_shards and shard_id or neither "
-                            f"(got num_shards={num_shards!r}, shard_id={shard_id!r})")
-    if num_shards is not None:
-        _positive("num_shards", num_shards, allow_none=False)
-        if isinstance(shard_id, bool) or not isinstance(shard_id, int) or not 0 <= shard_id < num_shards:
-            raise PipelineError(f"shard_id must be in 0..{num_shards - 1}, got {shard_id!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise PipelineError(f"seed must be a non-negative int or None, got {seed!r}")
-
-    if source not in SOURCES:
-        raise PipelineError(f"source must be one of {SOURCES}, got {source!r}")
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"create_dataset() got an unexpected keyword argument {unknown[0]!r}"
+                        f" (it takes {', '.join(OPTION_NAMES)})")
+    chosen = PipelineOptions(**options)
     folder = Path(dataset_dir)
-    if not checked:
+    if not chosen.checked:
         check_folder(folder)
-    training = usage == "train" if training is None else bool(training)
-    shuffle = training if shuffle is None else bool(shuffle)
-    workers = worker_count(num_workers)
-
-    # Stages created without an explicit count (batch, the iterator's helpers)
-    # use the global default, which must not exceed the cores either.
-    if ds.config.get_num_parallel_workers() > workers:
-        ds.config.set_num_parallel_workers(workers)
-    if seed is not None:
-        ds.config.set_seed(seed)
+    training = usage == "train" if chosen.training is None else bool(chosen.training)
+    shuffle = training if chosen.shuffle is None else bool(chosen.shuffle)
+    workers = worker_count(chosen.num_workers)
+    cap_global_workers(workers)
+    if chosen.seed is not None:
+        ds.config.set_seed(chosen.seed)
 
     sampler = None
-    if indices is not None:
-        sampler = subset_sampler(indices, shuffle=shuffle, num_samples=num_samples,
-                                 num_shards=num_shards, shard_id=shard_id)
-    data = source_dataset(source, folder, usage, shuffle=shuffle, num_samples=num_samples,
-                          num_shards=num_shards, shard_id=shard_id, num_workers=workers,
-                          mindrecord_dir=mindrecord_dir, sampler=sampler)
-    data = data.map(operations=transforms.TypeCast(ms.int32), input_columns="label",
-                    num_parallel_workers=workers)
-    data = data.map(operations=image_transforms(training, image_size), input_columns="image",
-                    num_parallel_workers=workers)
+    if chosen.indices is not None:
+        sampler = subset_sampler(chosen.indices, shuffle=shuffle, num_samples=chosen.num_samples,
+                                 num_shards=chosen.num_shards, shard_id=chosen.shard_id)
+    data = source_dataset(chosen.source, folder, usage, shuffle=shuffle,
+                          num_samples=chosen.num_samples, num_shards=chosen.num_shards,
+                          shard_id=chosen.shard_id, num_workers=workers,
+                          mindrecord_dir=chosen.mindrecord_dir, sampler=sampler)
+    data = cast_labels(data, workers)
+    data = data.map(operations=image_transforms(training, chosen.image_size),
+                    input_columns="image", num_parallel_workers=workers)
     return data.batch(batch_size, drop_remainder=training, num_parallel_workers=workers)
+
+
+def cap_global_workers(workers: int) -> None:
+    """Stages created without an explicit count (batch, the iterator's helpers) use the
+    global default, which must not exceed the cores either: lower it to ``workers``."""
+    if ds.config.get_num_parallel_workers() > workers:
+        ds.config.set_num_parallel_workers(workers)
+
+
+def cast_labels(data: ds.Dataset, workers: int) -> ds.Dataset:
+    """The ``label`` column as int32, what the losses and metrics take."""
+    return data.map(operations=transforms.TypeCast(ms.int32), input_columns="label",
+                    num_parallel_workers=workers)
 
 
 def subset_sampler(indices: Sequence[int] | np.ndarray, *, shuffle: bool,

@@ -186,18 +186,17 @@ def _batch_normalise(images, labels, batch_info):
 
 def build_dataset(setting: Setting, dataset_dir: str, mindrecord_dir: str | None):
     """The training pipeline of :func:`msresnet.data.pipeline.create_dataset`, with the knobs applied."""
-    import mindspore as ms
     import mindspore.dataset as ds
-    import mindspore.dataset.transforms as transforms
     import mindspore.dataset.vision as vision
 
-    from msresnet.data.pipeline import image_transforms, source_dataset
+    from msresnet.data.pipeline import (cap_global_workers, cast_labels, image_transforms,
+                                        source_dataset)
 
     workers = setting.workers
     if setting.global_workers is not None:
         ds.config.set_num_parallel_workers(setting.global_workers)
-    elif ds.config.get_num_parallel_workers() > workers:
-        ds.config.set_num_parallel_workers(workers)  # what create_dataset does
+    else:
+        cap_global_workers(workers)  # what create_dataset does
     if setting.prefetch is not None:
         ds.config.set_prefetch_size(setting.prefetch)
     if setting.shared_mem is not None:
@@ -209,8 +208,7 @@ def build_dataset(setting: Setting, dataset_dir: str, mindrecord_dir: str | None
                else (setting.train_steps + setting.warmup + 1) * setting.batch_size)
     data = source_dataset(setting.source, dataset_dir, "train", shuffle=True,
                           num_samples=samples, num_workers=workers, mindrecord_dir=mindrecord_dir)
-    data = data.map(operations=transforms.TypeCast(ms.int32), input_columns="label",
-                    num_parallel_workers=workers)
+    data = cast_labels(data, workers)
     if setting.transforms == "cpp":
         data = data.map(operations=image_transforms(True), input_columns="image",
                         num_parallel_workers=workers)
