@@ -59,10 +59,12 @@ def test_the_rule_given_then_the_variable_then_the_profile(tmp_path, monkeypatch
 @pytest.mark.parametrize("given", [None, "mine"])
 def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, given, tmp_path,
                                                                      monkeypatch):
-    """``msresnet train``, a chapter's parameters and ``msresnet reproduce``'s record name
-    the same folder, from the repository root and from notebooks/ alike."""
+    """``msresnet train``, a chapter's parameters, ``msresnet reproduce``'s record and
+    ``msresnet launch``'s config name the same folder, from the repository root and from
+    notebooks/ alike."""
     from msresnet.book.reproduce import data_dir_used
     from msresnet.data.source import resolve_data_dir
+    from msresnet.jobs.launch import job_config
     from msresnet.training.train import load_run_config
 
     if variable is None:
@@ -79,4 +81,5 @@ def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, gi
         seen.add(resolve_data_dir(config_from_parameters({"profile": "smoke", **overrides})
                                   .data_dir))
         seen.add(data_dir_used(load_config("smoke", overrides).data_dir, bool(mine)))
+        seen.add(resolve_data_dir(job_config("smoke", overrides, None, 2).data_dir))
     assert seen == {resolve_data_dir(expected)}

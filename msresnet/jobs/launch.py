@@ -58,6 +58,7 @@ import psutil
 from msresnet.atomic import write_text
 from msresnet.cli import DEBUG_VARIABLE
 from msresnet.config import FIELDS, Config, ConfigError, Overrides, load_config, parse_overrides
+from msresnet.data.source import DATA_DIR_VARIABLE, choose_data_dir
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 from msresnet.model.lr_schedule import scaled_lr_max
 
@@ -251,13 +252,16 @@ def job_config(profile: str, overrides: Mapping[str, Any] | None, output: str | 
     if output is not None:
         values["output_dir"] = output
     config = load_config(profile, values)
+    # The data folder by the book's one rule, decided here once for every worker.
+    data_dir = choose_data_dir(config.data_dir, "data_dir" in values)
     if lr_reference_devices is None:
-        return config
+        return (config if data_dir == config.data_dir
+                else dataclasses.replace(config, data_dir=data_dir))
     scaled = scaled_lr_max(config.lr_max, workers, lr_reference_devices)
     sources = dict.fromkeys(FIELDS, f"profile {profile} with the launch's overrides")
     sources["lr_max"] = (f"lr_max {config.lr_max:g} x {workers}/{lr_reference_devices}, "
                          f"--lr_reference_devices {lr_reference_devices}")
-    return dataclasses.replace(config, lr_max=scaled, sources=sources)
+    return dataclasses.replace(config, data_dir=data_dir, lr_max=scaled, sources=sources)
 
 
 def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any] | None = None,
@@ -352,6 +356,8 @@ class _Job:
         # msrun starts the workers as "python ..." from PATH: make it this interpreter.
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env.update(plan.env)
+        if plan.config is not None:  # the workers' rule finds the folder the launcher chose
+            env[DATA_DIR_VARIABLE] = str(cwd / plan.config.data_dir)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", MSRUN_MODULE, *plan.command[1:]], cwd=cwd, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
