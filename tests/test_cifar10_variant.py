@@ -9,8 +9,8 @@ import numpy as np
 
 from msresnet.data import cifar10, preparation
 from cifar10_variant import write_variant
-from test_cifar10 import write_folder
-from test_cifar10 import any_record_count  # noqa: F401 - autouse: the fakes have a few records
+from fake_cifar10 import write_folder
+from fake_cifar10 import any_record_count  # noqa: F401 - autouse: the fakes have a few records
 
 
 def _records(folder: Path, name: str) -> np.ndarray:

@@ -230,7 +230,8 @@ def fake_archive_bytes(records: int = 4) -> bytes:
 @pytest.fixture(autouse=True)
 def few_records_per_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """fake_archive_bytes holds 4 records per file, not the 10,000 that validation
-    requires for MindSpore (cifar10.RECORDS_PER_FILE, tested in test_cifar10.py)."""
+    requires for MindSpore (cifar10.RECORDS_PER_FILE, tested in test_cifar10.py and
+    test_preparation.py)."""
     monkeypatch.setattr(cifar10, "RECORDS_PER_FILE", None)
 
 
