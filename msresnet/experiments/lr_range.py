@@ -39,8 +39,9 @@ from mindspore.train import Callback, Model
 
 from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
-from msresnet.config import Config, load_config, parse_overrides
+from msresnet.config import Config, parse_overrides
 from msresnet.training.factories import make_datasets, make_loss, make_network, make_optimizer, set_context
+from msresnet.training.train import load_run_config
 
 log = logging.getLogger("msresnet.experiments.lr_range")
 
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the result here")
     args, rest = parser.parse_known_args(argv)
     rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
-    config = load_config(args.profile, dict(parse_overrides(rest)))
+    config = load_run_config(args.profile, dict(parse_overrides(rest)))  # the data-folder rule
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
     ds.config.set_seed(config.seed)
     result = range_test(config, lr_min=args.lr_min, lr_max=args.lr_max, steps=args.steps,
