@@ -332,3 +332,17 @@ def test_sweep_on_other_data_writes_its_table_beside_the_runs_own(trained, tmp_p
         rows = list(csv.DictReader(handle))
     assert {row["data_folder"] for row in rows} == {str(other)}
     assert json.loads((run / "test-copy.json").read_text())["evaluated_on"]["folder"] == str(other)
+
+
+@pytest.mark.slow
+def test_a_best_of_another_model_stops_the_sweep_after_recording_why(trained, tmp_path):
+    """Not damage: a best.ckpt that does not fit the network is an error (exit 2 from the
+    command), and sweep.json records it first; best.* are left as they are."""
+    run = copy_of(trained, tmp_path)
+    ck.save_atomic(tiny(seed=5), run / ck.BEST_CKPT)
+    before = best_files(run)
+    with pytest.raises(ck.CheckpointMismatchError, match="best.ckpt"):
+        sweep_main(run)
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert "best.ckpt" in swept["not_promoted"] and len(swept["records"]) == 2
+    assert best_files(run) == before
