@@ -38,8 +38,9 @@ module), and on a module this docstring does not name. The layers, first to last
 * ``config``, at the root: the profiles, their overrides and checks (it reads the
   schedule names of ``model.lr_schedule`` and CIFAR-10's facts of ``data.cifar10``);
 * ``training``: ``distributed`` (rank and group size), ``checkpoints``,
-  ``callbacks``, ``ema`` (the weight average kept beside training), ``final_test``
-  (the chosen and the last checkpoint scored once on the test set), ``factories``
+  ``selection`` (``best.json``, the choice rule, the same-images rule, the chosen
+  and the last readable checkpoint scored once on the test set), ``callbacks``,
+  ``ema`` (the weight average kept beside training), ``factories``
   (network, optimizer, loss, metrics, device setting and datasets from a config),
   ``train`` (``msresnet train``), ``sweep`` (``msresnet sweep``: score every
   checkpoint), ``rank_dump`` (the callback a data-parallel worker adds with
