@@ -263,41 +263,112 @@ def test_int8_is_smaller_and_close(models, tmp_path, pictures):
     assert np.abs(quantized - fp32).max() < 0.5 * fp32.std() + 1e-3
 
 
-def test_the_browser_model_keeps_the_reference_accuracy():
-    """The committed INT8 model scores what its checkpoint scored, within 2 points.
-
-    Measured (Nesterov reference run of 2026-12-02): 64.81 % against the chosen checkpoint's
-    64.88 % (test.json) on all 10,000 test images of this book's copy; 2 points leave
-    room for another genuine copy of the test set.
-    """
+def browser_model() -> tuple[Path, dict]:
     import json
 
+    from msresnet.paths import REPO_ROOT
+
+    web = REPO_ROOT / "web" / "classify"
+    meta = json.loads((web / "model.json").read_text())
+    return web / meta["model"], meta
+
+
+def test_the_browser_model_keeps_the_reference_accuracy():
+    """The committed INT8 model scores what model.json records for it (measured by
+    export.int8_test, here, on whatever CPU runs the test), and that is within 2 points
+    of its checkpoint's own score.
+
+    Measured on all 10,000 test images of this book's copy: 64.81 % (AMD EPYC, AVX2
+    without VNNI), against the chosen checkpoint's 64.88 % (test.json). The model of
+    2026-12-02 with int8 weights scored 64.81 % only on CPUs with VNNI: 62.37 % on an
+    AVX2-only host, where onnxruntime's U8S8 kernels saturate (see export's docstring).
+    The recorded figure must come back within 0.2 points (20 images) on any CPU.
+    """
+    from msresnet.data import cifar10
+    from msresnet.paths import REPO_ROOT
+
+    data = REPO_ROOT / "data"
+    if not (data / cifar10.FOLDER_NAME / "test_batch.bin").is_file():
+        pytest.skip("run make data")
+    model, meta = browser_model()
+    measured = export.int8_test(model, data)
+    recorded = meta["int8_test"]
+    assert (measured["images"], measured["sha256"]) == (recorded["images"], recorded["sha256"])
+    assert measured["images"] == 10_000
+    assert abs(measured["top1"] - recorded["top1"]) <= 0.002, (measured, recorded)
+    assert abs(measured["top5"] - recorded["top5"]) <= 0.002, (measured, recorded)
+    accuracy = measured["top1"]
+    # the chosen checkpoint's test score (test.json), or best.json's when it was chosen on test
+    scored = meta.get("test") or {"top1": meta["best"]["top1"],
+                                  "images": meta["best"]["evaluated_on"]["images"]}
+    if meta.get("test") is None:
+        assert meta["best"]["evaluated_on"]["split"] == "test"
+    assert scored["images"] == 10_000
+    assert abs(accuracy - scored["top1"]) <= 0.02, (accuracy, scored["top1"])
+
+
+def test_the_browser_model_computes_alike_on_every_cpu():
+    """This CPU's integer kernels give the answers of the QDQ graph's exact arithmetic
+    (onnxruntime with its QDQ fusion off computes it in float32, as CPUs with VNNI and
+    WebAssembly compute it in integers), on the first 1,000 test images: no saturation.
+
+    Measured on an AVX2-only host: the uint8-weight model agrees on every image (largest
+    logit difference 0.05, requantization rounding); the int8-weight model of 2026-12-02
+    on 88 % of them (largest difference 1.8).
+    """
     import onnxruntime as ort
 
     from msresnet.data import cifar10
     from msresnet.data.images import normalize
     from msresnet.paths import REPO_ROOT
 
-    from prerequisites import require_data
+    test_file = REPO_ROOT / "data" / cifar10.FOLDER_NAME / "test_batch.bin"
+    if not test_file.is_file():
+        pytest.skip("run make data")
+    model, _ = browser_model()
+    assert export.weight_types(model) == {"int32": 54, "uint8": 54}  # biases, weights
+    images, _ = cifar10.read_records(test_file, 0, 1000)
+    inputs = np.stack([normalize(image) for image in images])
+    exact = ort.SessionOptions()
+    exact.add_session_config_entry("session.disable_quant_qdq", "1")
+    logits = [ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+              .run(None, {"x": inputs})[0] for options in (ort.SessionOptions(), exact)]
+    assert (logits[0].argmax(1) == logits[1].argmax(1)).mean() >= 0.995
+    assert np.abs(logits[0] - logits[1]).max() < 0.25
 
-    test_file = require_data() / "test_batch.bin"  # skipped without it; CI=true: failed
-    web = REPO_ROOT / "web" / "classify"
-    meta = json.loads((web / "model.json").read_text())
-    session = ort.InferenceSession(str(web / meta["model"]), providers=["CPUExecutionProvider"])
-    images, labels = cifar10.read_records(test_file)
-    correct = 0
-    for start in range(0, len(images), 1000):
-        batch = np.stack([normalize(image) for image in images[start:start + 1000]])
-        correct += int((session.run(None, {"x": batch})[0].argmax(1)
-                        == labels[start:start + 1000]).sum())
-    accuracy = correct / len(images)
-    # the chosen checkpoint's test score (test.json), or best.json's when it was chosen on test
-    scored = meta.get("test") or {"top1": meta["best"]["top1"],
-                                  "images": meta["best"]["evaluated_on"]["images"]}
-    if meta.get("test") is None:
-        assert meta["best"]["evaluated_on"]["split"] == "test"
-    assert scored["images"] == len(images) == 10_000
-    assert abs(accuracy - scored["top1"]) <= 0.02, (accuracy, scored["top1"])
+
+def test_unsigned_weights_are_the_same_numbers(models, tmp_path, pictures):
+    """export.unsigned_weights changes how the weights are stored, not what they are."""
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    dynamic = export.make_batch_dynamic(models["onnx"], tmp_path / "dyn.onnx")
+    inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures])
+    signed = export.quantize_int8(dynamic, tmp_path / "int8.onnx", [inputs[:4], inputs[4:]])
+    unsigned = export.unsigned_weights(signed, tmp_path / "uint8.onnx")
+    assert export.weight_types(signed) == {"int32": 54, "int8": 54}
+    assert export.weight_types(unsigned) == {"int32": 54, "uint8": 54}
+
+    def weights(path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each quantized weight as (integer value - zero point, scale)."""
+        model = onnx.load(str(path))
+        values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        found = []
+        for node in model.graph.node:
+            stored = values.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+            if stored is not None and stored.dtype != np.int32:
+                zero = values[node.input[2]].astype(np.int64).reshape(-1, *[1] * (stored.ndim - 1))
+                found.append((stored.astype(np.int64) - zero, values[node.input[1]]))
+        return found
+
+    pairs = list(zip(weights(signed), weights(unsigned)))
+    assert len(pairs) == 54
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in pairs)
+    exact = ort.SessionOptions()
+    exact.add_session_config_entry("session.disable_quant_qdq", "1")
+    logits = [ort.InferenceSession(str(path), exact, providers=["CPUExecutionProvider"])
+              .run(None, {"x": inputs})[0] for path in (signed, unsigned)]
+    assert np.array_equal(logits[0], logits[1])
 
 
 def test_cli_on_real_test_images_with_the_browser_model():

@@ -5,8 +5,8 @@
  * package.json, served from ./ort/, no CDN).
  *
  * A picture becomes the network's input exactly as msresnet/data/images.py does it:
- * the largest centred square, resized to the model's size (no resize for a 32x32
- * CIFAR-10 image), then (pixel / 255 - mean) / std per channel in float32
+ * transparent pixels on white, the largest centred square, resized to the model's
+ * size (no resize for a 32x32 CIFAR-10 image), then (pixel / 255 - mean) / std per channel in float32
  * (Math.fround after every operation), channels first. tests/test_classify_page.py
  * checks that the page's probabilities are onnxruntime's in Python for the same
  * files.
@@ -39,6 +39,8 @@
     canvas.width = size;
     canvas.height = size;
     const context = canvas.getContext("2d", {willReadFrequently: true});
+    context.fillStyle = "#ffffff";  // transparent pixels on white, as msresnet.data.images does
+    context.fillRect(0, 0, size, size);
     context.drawImage(source, Math.floor((width - side) / 2), Math.floor((height - side) / 2),
                       side, side, 0, 0, size, size);
     return context.getImageData(0, 0, size, size).data;  // RGBA, row by row
@@ -125,13 +127,17 @@
     try {
       const meta = await window.msresnetClassifier.ready;
       const best = meta.best || {};
-      // The test score of the chosen checkpoint (a run that chose on held-out images),
-      // else best.json's own score, which was then measured on test images.
-      const scored = meta.test ||
-        {top1: best.top1, images: best.evaluated_on ? best.evaluated_on.images : "?"};
+      // The INT8 model's own test score, as served (export.int8_test), and the checkpoint's:
+      // the chosen checkpoint's test score (a run that chose on held-out images), else
+      // best.json's own score, which was then measured on test images.
+      const served = meta.int8_test;
+      if (!served) throw new Error("model.json records no int8_test score");
+      const before = meta.test || {top1: best.top1};
+      const percent = (value) => `${(100 * value).toFixed(2)} %`;
       status.textContent = `Model loaded: ${meta.model} (${(meta.bytes / 1e6).toFixed(1)} MB), ` +
-        `from ${best.source || meta.checkpoint}, top-1 ${(100 * scored.top1).toFixed(2)} % on ` +
-        `${scored.images} test images before quantization.`;
+        `from ${best.source || meta.checkpoint}: top-1 ${percent(served.top1)} on ` +
+        `${served.images} test images as served (INT8), ${percent(before.top1)} before ` +
+        `quantization.`;
     } catch (error) {
       status.textContent = `The model could not be loaded: ${error.message}`;
       root.dataset.state = "error";
