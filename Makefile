@@ -101,7 +101,9 @@ reproduce-test: venv data
 # Strict nbval is the one run of every chapter in `make test`, on a second copy of
 # CIFAR-10 that differs from the one that produced the stored outputs (records
 # reordered, pixels nudged by +-1: tests/cifar10_variant.py), so no stored output
-# may depend on which genuine copy a reader has. NBVAL_DATA=data uses data/ itself.
+# may depend on which genuine copy a reader has. NBVAL_DATA=data uses data/ itself;
+# any other folder inside the repository holds a variant copy (made here when missing),
+# whose name conftest.py masks in the chapters' outputs (tests/nbval_sanitize.cfg).
 NBVAL_DATA ?= data-variant
 # Two chapters at a time (pytest-xdist; conftest.py keeps each notebook, and chapters
 # 4, 5 and 8, which build on each other, in one worker). NBVAL_WORKERS=0: one at a time.
