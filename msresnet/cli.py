@@ -10,7 +10,10 @@ an error should see *one* line on stderr that names the file, key or value, and 
 non-zero exit code, not forty lines of traceback ending in MindSpore's C++ reader.
 Each verb's ``main`` runs through :func:`run`:
 
-- a :class:`SystemExit` (argparse's usage errors, ``--help``) passes through unchanged;
+- a :class:`SystemExit` with a status (argparse's usage errors, ``--help``) passes
+  through unchanged; one with a message (``raise SystemExit("--repeat must be ...")``,
+  how some verbs refuse a value) becomes ``msresnet VERB: error: <message>`` and exit
+  code 2, like any other bad input (Python alone would exit 1);
 - any other exception becomes ``msresnet VERB: error: <message>`` and exit
   code 2 (3 for an exception the book does not raise on purpose, so a bug still
   looks different from a typo), and the line says how to see the traceback;
@@ -67,6 +70,11 @@ def run(main: Callable[[Sequence[str]], int | None], argv: Sequence[str] | None 
     args = [arg for arg in args if arg != DEBUG_FLAG]
     try:
         return int(main(args) or 0)
+    except SystemExit as exited:
+        if not isinstance(exited.code, str):
+            raise
+        print(f"{prog}: error: {exited.code}", file=sys.stderr)
+        return USAGE_ERROR
     except KeyboardInterrupt:
         if debug:
             raise

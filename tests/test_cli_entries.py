@@ -3,8 +3,8 @@
 Each entry is run as the reader runs it, in a subprocess, with a realistic wrong
 input: a truncated archive, data cut on a record boundary, other class names, a bad
 config value, a run folder that does not exist, an object-store endpoint on a closed
-loopback port. The exit code is non-zero, the last line of stderr names the wrong
-thing, and stderr holds no traceback; ``--debug`` brings the traceback back. Every
+loopback port. The exit code is 2 (every verb ends bad input alike), the last line of
+stderr names the wrong thing, and stderr holds no traceback; ``--debug`` brings the traceback back. Every
 input fails before anything is trained or compiled (train and sweep import
 MindSpore first, 2-4 s each); the job's connection attempts with retries take
 longer than 5 s, so that test is marked slow.
@@ -31,16 +31,18 @@ PACKAGE = REPO_ROOT / "msresnet"
 
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
-              timeout: float = 300) -> subprocess.CompletedProcess[str]:
+              timeout: float = 300, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != cli.DEBUG_VARIABLE}
     env.update({"PYTHONPATH": str(REPO_ROOT), **(extra_env or {})})
     return subprocess.run([sys.executable, "-m", "msresnet", module, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, input=stdin)
 
 
 def last_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
-    """Assert a one-line failure naming ``words``; return that line."""
+    """Assert a one-line failure naming ``words``, with exit status 2 (bad input, as
+    ``msresnet.cli`` ends it); return that line."""
     assert result.returncode != 0, result.stdout[-2000:]
+    assert result.returncode == cli.USAGE_ERROR, (result.returncode, result.stderr[-2000:])
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert lines, f"nothing on stderr; stdout: {result.stdout[-2000:]}"
@@ -259,3 +261,23 @@ def test_pipeline_bench_bad_repeat(tmp_path: Path) -> None:
 def test_lr_range_bad_range(tmp_path: Path) -> None:
     last_line(run_entry("lr-range", "smoke", "--lr-min", "1", "--lr-max", "0.5", cwd=tmp_path),
               "lr_min=1.0", "lr_max=0.5")
+
+
+def test_doctor_unknown_profile(tmp_path: Path) -> None:
+    last_line(run_entry("doctor", "--profile", "nosuch", cwd=tmp_path),
+              "msresnet doctor: error: ", "unknown profile 'nosuch'")
+
+
+def test_ablation_unknown_row_and_missing_records(tmp_path: Path) -> None:
+    last_line(run_entry("ablation", "run", "nesterof", "--runs", str(tmp_path / "runs"),
+                        "--records", str(tmp_path / "records"), cwd=tmp_path),
+              "msresnet ablation: error: unknown row 'nesterof'")
+    assert not (tmp_path / "runs").exists()
+    last_line(run_entry("ablation", "table", "--records", str(tmp_path / "nope"), cwd=tmp_path),
+              f"--records {tmp_path / 'nope'}: no such folder")
+
+
+def test_local_s3_credentials_line_that_is_not_json(tmp_path: Path) -> None:
+    line = last_line(run_entry("local-s3", cwd=tmp_path, stdin="key=AKIA secret=s3cr3t\n"),
+                     "msresnet local-s3: error: standard input: expected one JSON line")
+    assert "s3cr3t" not in line

@@ -62,6 +62,7 @@ def test_a_bad_parameter_stops_the_command_before_anything_runs(tmp_path, pair, 
     out = tmp_path / "run"
     result = run_cli("--profile", "smoke", "-p", *pair, "--out", str(out))
     assert result.returncode != 0
+    assert result.returncode == 2  # bad input, as every msresnet verb ends it
     assert result.stderr.startswith("error: ")
     for word in words:
         assert word in result.stderr

@@ -44,7 +44,7 @@ import nbformat
 import yaml
 
 from msresnet import atomic
-from msresnet.cli import did_you_mean
+from msresnet.cli import USAGE_ERROR, did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
 from msresnet.data.preparation import provenance
@@ -428,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         notebook_dir=args.notebooks)
     except (ReproduceError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return USAGE_ERROR
     print(f"{len(run['notebooks'])} chapters in {run['seconds']:.0f} s; "
           f"report: {args.out / 'report.md'}")
     return 0

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import jinja2
 
 from msresnet.atomic import write_text
+from msresnet.cli import USAGE_ERROR
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.book.reproduce import format_metric
@@ -296,6 +297,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_readme_row(args.dest, args.readme)
     except ResultsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return USAGE_ERROR
     print(f"{len(written)} files in {args.dest}; page {args.page}")
     return 0

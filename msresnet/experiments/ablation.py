@@ -260,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.action == "table":
+        if not args.records.is_dir():
+            raise SystemExit(f"--records {args.records}: no such folder of ablation records")
         print(format_table(table(read_rows(args.records))))
         return 0
     unknown = [name for name in args.rows if name not in BY_NAME]

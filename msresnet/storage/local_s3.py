@@ -167,7 +167,12 @@ def local_server(**kwargs: object) -> LocalS3Server:
 
 def _serve(host: str) -> None:
     """Child side: read credentials from stdin, serve until stdin closes."""
-    credentials = json.loads(sys.stdin.readline())
+    try:
+        credentials = json.loads(sys.stdin.readline())
+        key, secret = credentials["key"], credentials["secret"]
+    except (ValueError, KeyError, TypeError):  # the line itself is not shown: it holds a secret
+        raise SystemExit('standard input: expected one JSON line {"key": ..., "secret": ...}, '
+                         "as LocalS3 (the parent that starts this verb) writes it") from None
     from moto import settings
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.iam.models import iam_backends
@@ -179,8 +184,8 @@ def _serve(host: str) -> None:
               "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
     iam.put_user_policy(_USER_NAME, "everything", json.dumps(policy))
     access_key = iam.create_access_key(_USER_NAME)
-    access_key.access_key_id = credentials["key"]
-    access_key.secret_access_key = credentials["secret"]
+    access_key.access_key_id = key
+    access_key.secret_access_key = secret
     settings.INITIAL_NO_AUTH_ACTION_COUNT = 0  # from now on every request is checked
 
     server = ThreadedMotoServer(ip_address=host, port=0, verbose=False)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from msresnet.atomic import write_json
+from msresnet.cli import USAGE_ERROR
 from msresnet.storage.staging import (CopyResult, StagingError, copy, copy_parallel, is_directory,
                                       parse_url)
 
@@ -324,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"pid": os.getpid(), "error": type(error).__name__,
                           "message": str(error)}))
         print(f"msresnet sync: error: {error}", file=sys.stderr)  # for the reader
-        return 1
+        return USAGE_ERROR
     print(json.dumps({"pid": os.getpid(), "owner": result.owner, "copied": result.copied,
                       "skipped": result.skipped, "bytes": result.bytes,
                       "waited": round(result.waited, 3)}))
