@@ -4,8 +4,8 @@ Each entry is run as the reader runs it, in a subprocess, with a realistic wrong
 input: a truncated archive, data cut on a record boundary, other class names, a bad
 config value, a run folder that does not exist, an object-store endpoint on a closed
 loopback port. The exit code is 2 (every verb ends bad input alike), the last line of
-stderr names the wrong thing, and stderr holds no traceback; ``--debug`` brings the traceback back. Every
-input fails before anything is trained or compiled (train and sweep import
+stderr names the wrong thing, and stderr holds no traceback; ``--debug`` brings the
+traceback back. Every input fails before anything is trained or compiled (train and sweep import
 MindSpore first, 2-4 s each); the job's connection attempts with retries take
 longer than 5 s, so that test is marked slow.
 """

@@ -14,11 +14,13 @@ becomes nearly all white) and drops alpha (transparent pixels become whatever
 colour they hide, often black). :func:`to_rgb` scales 16-bit values to 8 bits,
 composites transparent pixels on a stated background (white unless told
 otherwise, or refuses them), refuses the two modes whose white level no file
-states (32-bit integers and floats), and says which conversion it applied. It is MindSpore-free so that
-:mod:`msresnet.deploy.predict` can serve an ONNX model with onnxruntime alone, and the
-book's in-browser page repeats exactly this arithmetic in JavaScript
-(``_static/classify/classify.js``); ``tests/test_images.py`` checks it against the
-MindSpore pipeline record for record.
+states (32-bit integers and floats), and says which conversion it applied.
+
+The module is MindSpore-free so that :mod:`msresnet.deploy.predict` can serve an
+ONNX model with onnxruntime alone, and the book's in-browser page repeats exactly
+this arithmetic in JavaScript (``web/classify/classify.js``, transparent pixels on
+white included); ``tests/test_images.py`` checks it against the MindSpore pipeline
+record for record.
 """
 
 from __future__ import annotations
