@@ -48,7 +48,7 @@ import yaml
 
 from msresnet.cli import did_you_mean
 from msresnet.data.cifar10 import NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES, TRAIN_IMAGES
-from msresnet.model.lr_schedule import SCHEDULES
+from msresnet.model.lr_schedule import SCHEDULES, scaled_lr_max
 from msresnet.paths import CONFIG_DIR, in_repo
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
@@ -188,7 +188,12 @@ class Config:
                               "decay after warmup: steps, poly, cosine, linear or constant")
     lr_init: float = _field(0.01, _number(0), "learning rate at the first warmup step")
     lr_max: float = _field(0.1, _number(0, low_open=True),
-                           "peak learning rate, reached when warmup ends")
+                           "peak learning rate, reached when warmup ends, for "
+                           "lr_devices devices")
+    lr_devices: int = _field(
+        8, _positive_int(),
+        "the device count lr_max is tuned for: a run on N devices trains at "
+        "lr_max * N / lr_devices (the models repo's train.py; its yaml: 8)")
     lr_end: float = _field(0.00001, _number(0), "learning rate the decay ends at")
     warmup_epochs: int = _field(5, _int_at_least(0),
                                 "epochs of linear warmup from lr_init to lr_max")
@@ -330,6 +335,45 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
               "NaN (use batch_size 2, a larger image_size or stem 'cifar')",
               checked["batch_size"], source_of("batch_size"))
     return checked
+
+
+# --------------------------------------------------------------------------- devices
+def for_devices(config: Config, devices: int) -> Config:
+    """The config a run on ``devices`` devices trains with: the device-count rule.
+
+    A profile states the device count its ``lr_max`` is tuned for, ``lr_devices``
+    (the gpu and ascend recipes: 8, as the models repo's yaml; cpu and smoke: 1).
+    A run on N devices (1 for one process, the worker count under msrun) trains at
+    ``lr_max * N / lr_devices``, as the repo's ``train.py`` does for every run
+    (``config.lr_max = config.lr_max / 8 * config.device_num``), so one GPU or
+    Ascend card gets the recipe's 0.1 / 8 = 0.0125 without anyone typing it.
+
+    The result has the scaled ``lr_max`` and ``lr_devices = N`` (checked once in
+    its turn: ``lr_init`` and ``lr_end`` must not exceed the scaled rate). It is
+    what a run trains with and records in ``config.yaml``; the rule applied to it
+    again for the same N changes nothing, so a resumed run compares equal.
+    :func:`lr_rule` says the same in one line. The training applies it once, where
+    it learns its device count (:func:`msresnet.training.train.train_and_evaluate`).
+    """
+    if devices == config.lr_devices:
+        return config
+    rate = scaled_lr_max(config.lr_max, devices, config.lr_devices)
+    sources = dict.fromkeys(FIELDS, f"profile {config.profile}")
+    sources["lr_max"] = sources["lr_devices"] = (
+        f"lr_max {config.lr_max:g} x {devices}/{config.lr_devices}: the device-count rule")
+    return dataclasses.replace(config, lr_max=rate, lr_devices=devices, sources=sources)
+
+
+def lr_rule(config: Config, devices: int) -> str:
+    """One line: the ``lr_max`` a run of ``config`` on ``devices`` devices uses and
+    why (:func:`for_devices`), e.g. ``lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu:
+    lr_devices 8)``."""
+    rate, tuned = for_devices(config, devices).lr_max, config.lr_devices
+    where = f"{devices} device{'s' if devices != 1 else ''}"
+    if devices == tuned:
+        return f"lr_max {rate:g} for {where}: {config.profile}'s own (lr_devices {tuned})"
+    return (f"lr_max {rate:g} for {where} = {config.lr_max:g} x {devices}/{tuned} "
+            f"({config.profile}: lr_devices {tuned})")
 
 
 # --------------------------------------------------------------------------- loading

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.config import (FIELDS, PROFILES, Config, ConfigError, load_config,
-                             markdown_table, parse_overrides, profiles_table)
+from msresnet.config import (FIELDS, PROFILES, Config, ConfigError, for_devices, load_config,
+                             lr_rule, markdown_table, parse_overrides, profiles_table)
 from msresnet.paths import CONFIG_DIR
 
 
@@ -47,7 +47,8 @@ def test_gpu_and_ascend_are_the_models_repo_recipe(name, target):
                     lr_end=1e-5, momentum=0.9, weight_decay=1e-4, loss_scale=1024.0,
                     image_size=224, stem="imagenet", num_classes=10,
                     save_checkpoint_epochs=5, keep_checkpoint_max=10, amp_level="O3",
-                    label_smoothing=0.0, seed=1, train_samples=None, eval_samples=None)
+                    label_smoothing=0.0, seed=1, train_samples=None, eval_samples=None,
+                    lr_devices=8)
     assert {key: getattr(config, key) for key in expected} == expected
 
 
@@ -65,6 +66,48 @@ def test_cpu_profiles_train_in_float32_at_native_size_and_smoke_is_the_smaller()
     assert cpu.train_samples is None and cpu.eval_samples is None
     assert smoke.train_samples is not None and smoke.eval_samples is not None
     assert smoke.train_samples * smoke.epoch_size < 50_000 * cpu.epoch_size
+
+
+# ----------------------------------------------------------------- the device-count rule
+@pytest.mark.parametrize("name, tuned_for", [("gpu", 8), ("ascend", 8), ("cpu", 1), ("smoke", 1)])
+def test_each_profile_states_the_device_count_its_rate_is_tuned_for(name, tuned_for):
+    """The recipes are tuned for 8 devices (the models repo's yaml); the CPU profiles
+    for one process, so the rule leaves their rates as they are."""
+    config = load_config(name)
+    assert config.lr_devices == tuned_for
+    assert for_devices(config, 1).lr_max == config.lr_max / tuned_for
+    assert for_devices(config, tuned_for) is config
+
+
+@pytest.mark.parametrize("devices, expected", [(1, 0.0125), (2, 0.025), (8, 0.1), (16, 0.2)])
+def test_one_gpu_or_card_gets_the_models_repos_rate_without_typing_it(devices, expected):
+    # train.py (init_lr): config.lr_max = config.lr_max / 8 * config.device_num
+    for name in ("gpu", "ascend"):
+        run = for_devices(load_config(name), devices)
+        assert run.lr_max == pytest.approx(expected, rel=1e-12)
+        assert run.lr_devices == devices
+        # the recorded config is the one trained with: the rule again changes nothing
+        assert for_devices(run, devices) is run
+        assert load_config(name, run.to_dict()) == run
+
+
+def test_the_rule_says_the_rate_it_uses_in_one_line():
+    gpu, smoke = load_config("gpu"), load_config("smoke")
+    assert lr_rule(gpu, 1) == "lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu: lr_devices 8)"
+    assert lr_rule(gpu, 8) == "lr_max 0.1 for 8 devices: gpu's own (lr_devices 8)"
+    assert lr_rule(smoke, 1) == "lr_max 0.002 for 1 device: smoke's own (lr_devices 1)"
+    assert lr_rule(smoke, 2) == "lr_max 0.004 for 2 devices = 0.002 x 2/1 (smoke: lr_devices 1)"
+    assert max(len(lr_rule(load_config(n), d)) for n in PROFILES for d in (1, 2, 8, 16)) <= 80
+
+
+def test_the_rule_checks_the_scaled_rate_once_and_names_where_it_came_from():
+    with pytest.raises(ConfigError, match=r"^lr_init: must not exceed lr_max \(0.000125, from "
+                                          r"lr_max 0.002 x 1/16: the device-count rule\), "
+                                          r"got 0.0002 \(in profile smoke\)$"):
+        for_devices(load_config("smoke", {"lr_devices": 16}), 1)
+    with pytest.raises(ConfigError, match=r"^lr_devices: must be a positive integer, got 0 "):
+        load_config("gpu", {"lr_devices": 0})
+    assert parse_overrides(["--lr_devices", "2"]) == {"lr_devices": 2}
 
 
 # ----------------------------------------------------------------- error messages

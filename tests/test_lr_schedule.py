@@ -185,6 +185,14 @@ def test_linear_scaling_rule_of_the_models_repo(devices, expected):
     assert math.isclose(scaled_lr_max(0.1, devices), expected, rel_tol=1e-12)
 
 
+def test_scaled_lr_max_takes_the_reference_count_a_profile_states():
+    # smoke and cpu are tuned for one process (lr_devices: 1): 2 workers double the rate
+    assert scaled_lr_max(0.002, 2, 1) == pytest.approx(0.004)
+    assert scaled_lr_max(0.002, 2, 2) == 0.002
+    with pytest.raises(ValueError, match="reference_devices"):
+        scaled_lr_max(0.1, 1, 0)
+
+
 def test_scaled_lr_max_rejects_zero_devices():
     with pytest.raises(ValueError, match="device_num"):
         scaled_lr_max(0.1, 0)

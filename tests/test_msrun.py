@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from msresnet.jobs import launch
-from msresnet.config import ConfigError, load_config
+from msresnet.config import ConfigError, for_devices, load_config, lr_rule
 from msresnet.jobs.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 from prerequisites import needs_data
@@ -68,12 +68,19 @@ def job(tmp_path_factory):
 def test_every_worker_trained_with_the_launchers_checked_config(job):
     """The job folder holds the config the launcher checked, which the workers
     loaded: the run's own record (config.yaml, written by rank 0) is the same config,
-    but for the data folder, which a run records as an absolute path."""
+    but for the data folder, which a run records as an absolute path, and the rate:
+    the workers applied the device-count rule to the group size, once (smoke is
+    tuned for one process, so 2 workers train at twice its lr_max), and said so."""
     plan, output = job["plan"], job["output"]
     launched = load_config(output / "launch.yaml")
     assert launched == plan.config == load_config("smoke", {**SMALL, "output_dir": str(output)})
     recorded = load_config(output / "config.yaml")
-    assert dataclasses.replace(recorded, data_dir=launched.data_dir) == launched
+    assert dataclasses.replace(recorded, data_dir=launched.data_dir) == for_devices(launched, 2)
+    assert (recorded.lr_max, recorded.lr_devices) == (2 * launched.lr_max, 2) == (plan.lr_max, 2)
+    rule = lr_rule(launched, 2)
+    assert (output / "config.yaml").read_text().startswith(f"# {rule}\n")
+    for rank in (0, 1):
+        assert sum(line.endswith(rule) for line in job["result"].log_lines(rank)) == 1
 
 
 @pytest.mark.slow
@@ -261,6 +268,8 @@ def test_dry_run_prints_the_msrun_command(tmp_path):
     assert command[entry:] == ["python", "-m", "msresnet", "train", "--config",
                                "runs/dp2/launch.yaml", "--no-progress"]
     assert "--epoch_size" not in command
+    rate, note = note.split("\n", 1)
+    assert rate == "# lr_max 0.004 for 2 devices = 0.002 x 2/1 (smoke: lr_devices 1)"
     assert " ".join(note.replace("#", " ").split()) == (
         "every worker loads runs/dp2/launch.yaml (written when the job starts): profile "
         "smoke with epoch_size=1, output_dir=runs/dp2")
@@ -277,19 +286,21 @@ def test_the_launcher_checks_the_config_once_and_the_workers_load_it(monkeypatch
     monkeypatch.setattr(config_module, "_check_values",
                         lambda *a: checks.append(1) or check(*a))
     monkeypatch.setattr(config_module, "_read_yaml", lambda *a: reads.append(1) or read(*a))
-    plan = build_plan(2, "smoke", {**SMALL, "train_samples": "none", "lr_init": 0.001},
-                      str(tmp_path / "run"))
+    plan = build_plan(2, "smoke", {**SMALL, "train_samples": "none", "lr_init": 0.001,
+                                   "lr_devices": 2}, str(tmp_path / "run"))
     assert (len(checks), len(reads)) == (1, 1)
     assert plan.train_args == ["--config", str(tmp_path / "run" / "launch.yaml"),
                                "--no-progress"]
     assert plan.config.train_samples is None and plan.config.epoch_size == 2
-    assert plan.changes == {**SMALL, "train_samples": None, "lr_init": 0.001,
+    assert plan.changes == {**SMALL, "train_samples": None, "lr_init": 0.001, "lr_devices": 2,
                             "output_dir": str(tmp_path / "run")}
-    scaled = build_plan(2, "smoke", SMALL, str(tmp_path / "run"), lr_reference_devices=1)
-    # the second plan reads the profile once; its scaled copy is checked once more
+    scaled = build_plan(2, "smoke", SMALL, str(tmp_path / "run"))
+    # the second plan reads the profile once; the rate its 2 workers will use (the
+    # device-count rule: smoke is tuned for 1) is checked once more, before any starts
     assert (len(checks), len(reads)) == (3, 2)
     assert scaled.config == dataclasses.replace(plan.config, lr_init=load_config("smoke").lr_init,
-                                                train_samples=64, lr_max=scaled.lr_max)
+                                                train_samples=64, lr_devices=1)
+    assert scaled.lr_max == 2 * scaled.config.lr_max and plan.lr_max == plan.config.lr_max
 
     file = tmp_path / plan.config_file
     file.parent.mkdir(parents=True)
@@ -308,25 +319,40 @@ def test_free_port_by_default_and_taken_port_detected():
         assert not launch.port_is_free(holder.getsockname()[1])
 
 
-def test_learning_rate_scaling_is_opt_in_and_written_out():
+def test_the_device_count_rule_is_the_profiles_and_the_workers_apply_it():
+    """No launch option: the profile states lr_devices (gpu: 8), the workers scale
+    lr_max to the group size; the launcher shows that rate and checks it first."""
     plain = build_plan(8, "gpu", output="runs/g")
-    assert plain.lr_max is None and "--lr_max" not in plain.train_args
+    assert plain.lr_max == pytest.approx(0.1) and "--lr_max" not in plain.train_args
     assert plain.config.lr_max == load_config("gpu").lr_max and "lr_max" not in plain.changes
-    scaled = build_plan(8, "gpu", output="runs/g", lr_reference_devices=8)
-    assert scaled.lr_max == pytest.approx(0.1)
-    one = build_plan(1, "gpu", output="runs/g", lr_reference_devices=8)
+    one = build_plan(1, "gpu", output="runs/g")
     assert one.lr_max == pytest.approx(0.0125)
-    # written out: into the config the workers load, and the note printed with the command
-    assert one.config.lr_max == one.lr_max == one.changes["lr_max"] == 0.0125
-    assert "lr_max: 0.0125\n" in one.config_text() and "lr_max=0.0125" in one.describe_config()
-    smoke = build_plan(2, "smoke", output="runs/s", lr_reference_devices=1)
+    # the workers load the profile's rate and count; each applies the rule itself, once
+    assert (one.config.lr_max, one.config.lr_devices) == (0.1, 8)
+    assert one.changes == {"output_dir": "runs/g"}
+    assert "lr_max: 0.1\n" in one.config_text() and "lr_devices: 8\n" in one.config_text()
+    smoke = build_plan(2, "smoke", output="runs/s")
     assert smoke.lr_max == pytest.approx(0.004)
+    kept = build_plan(2, "smoke", {"lr_devices": 2}, output="runs/s")
+    assert kept.lr_max == load_config("smoke").lr_max and kept.changes == {"lr_devices": 2,
+                                                                          "output_dir": "runs/s"}
     with pytest.raises(ConfigError, match=r"^lr_init: must not exceed lr_max \(0.000125, from "
-                                          r"lr_max 0.002 x 1/16, --lr_reference_devices 16\), "
+                                          r"lr_max 0.002 x 1/16: the device-count rule\), "
                                           r"got 0.0002 \(in profile smoke"):
-        build_plan(1, "smoke", output="runs/s", lr_reference_devices=16)
-    with pytest.raises(LaunchError, match="lr_reference_devices: must be a positive integer"):
-        build_plan(1, "smoke", lr_reference_devices=0)
+        build_plan(1, "smoke", {"lr_devices": 16}, output="runs/s")
+    with pytest.raises(ConfigError, match="lr_devices: must be a positive integer"):
+        build_plan(1, "smoke", {"lr_devices": 0})
+
+
+def test_the_launcher_prints_the_rate_and_has_no_second_way(capsys):
+    assert launch.main(["--workers", "1", "--profile", "gpu", "--output", "runs/g",
+                        "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "# lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu: lr_devices 8)\n")
+    assert launch.main(["--workers", "2", "--lr_devices", "2", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("# lr_max 0.002 for 2 devices: smoke's own")
+    assert launch.main(["--workers", "8", "--lr_reference_devices", "8", "--dry-run"]) == 2
+    assert "unknown key 'lr_reference_devices'" in capsys.readouterr().err
 
 
 def test_several_nodes_need_an_agreed_port_and_a_valid_node_rank():

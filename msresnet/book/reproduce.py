@@ -9,8 +9,9 @@ The chapters run in order in one output folder: chapter 4 trains into
 - ``NN_chapter.ipynb``: each executed notebook (also when it failed);
 - ``metrics/NN_chapter.json``: the figures each notebook recorded itself
   (:func:`msresnet.book.notebook.record_metrics`);
-- ``run.json``: profile, effective parameters, versions, device, machine, git
-  commit, timings and metrics per notebook;
+- ``run.json``: profile, effective parameters (``lr_max`` as one device trains
+  with it, ``lr_rule`` the line that says how it came from the profile's),
+  versions, device, machine, git commit, timings and metrics per notebook;
 - ``report.md`` and ``figures/``: a human summary with the metrics and figures.
 
 Parameters are checked before anything runs: a name that is neither a config key
@@ -46,7 +47,8 @@ import yaml
 from msresnet import atomic
 from msresnet.cli import USAGE_ERROR, did_you_mean
 from msresnet.cpu_speed import cpu_model
-from msresnet.config import FIELDS, PROFILES, ConfigError, Overrides, load_config, parse_overrides
+from msresnet.config import (FIELDS, PROFILES, ConfigError, Overrides, for_devices, load_config,
+                             lr_rule, parse_overrides)
 from msresnet.data.preparation import provenance
 from msresnet.book.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.data.source import choose_data_dir, resolve_data_dir
@@ -370,7 +372,10 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
         # folder relative to it.
         "out": given_out, "train_dir": TRAIN_DIR,
         "user_parameters": user,
-        "parameters": config.to_dict(), "versions": versions(),
+        # The chapters train in one process each: one device, so the rate the rule
+        # gives one device (chapter 2), with the profile's lr_max and lr_devices beside it.
+        "parameters": for_devices(config, 1).to_dict(), "lr_rule": lr_rule(config, 1),
+        "versions": versions(),
         "device": {"device_target": config.device_target, "mode": config.mode},
         "machine": machine(), "git": git_state(), "started": now(), "finished": None,
         "notebooks": []}

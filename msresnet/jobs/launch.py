@@ -23,9 +23,11 @@ What it adds to plain ``msrun``:
   to ``<output>/launch.yaml`` when it starts, and each worker runs
   ``msresnet train --config <output>/launch.yaml`` with no overrides to parse again
   (on several nodes, each node's ``msresnet launch`` writes its own copy);
-* the optional linear learning-rate scaling (``--lr_reference_devices R``: the
-  profile's ``lr_max`` was tuned for R devices; the job's config gets
-  ``lr_max * N / R``, printed so you see the rate you train with);
+* the learning rate the job will train at, printed before it starts: each worker
+  applies the device-count rule (:func:`msresnet.config.for_devices`: the profile's
+  ``lr_max`` x N workers / its ``lr_devices``) when it learns the group size, and
+  the launcher says the same line first (``--lr_devices R`` overrides the
+  profile's count like any other field);
 * when a worker dies, the scheduler fails, or ``--timeout`` passes, every process
   of the job is stopped and the error names the rank, its exit code and the tail of
   its log; exit code 1 (2 for a bad command line or config).
@@ -57,10 +59,10 @@ import psutil
 
 from msresnet.atomic import write_text
 from msresnet.cli import DEBUG_VARIABLE
-from msresnet.config import FIELDS, Config, ConfigError, Overrides, load_config, parse_overrides
+from msresnet.config import (Config, ConfigError, Overrides, for_devices, load_config, lr_rule,
+                             parse_overrides)
 from msresnet.data.source import DATA_DIR_VARIABLE, choose_data_dir
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
-from msresnet.model.lr_schedule import scaled_lr_max
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
 TRAIN_ENTRY = ("python", "-m", "msresnet", "train")
@@ -150,8 +152,8 @@ class LaunchPlan:
     to ``config_file`` (relative to the job's working folder), which ``train_args``
     name. A plan without a config runs its ``entry`` and ``train_args`` as they are
     (chapter 7 times an all-reduce that way). ``changes`` are the values the launch
-    set on top of the profile (overrides, ``output_dir``, a scaled ``lr_max``), to
-    show them; ``lr_max`` is the scaled rate, or None when not scaled.
+    set on top of the profile (overrides, ``output_dir``), to show them; ``lr_max``
+    is the rate the workers will train at (the device-count rule for ``workers``).
     """
 
     workers: int
@@ -237,31 +239,19 @@ def _check_layout(workers: int, local_workers: int | None, node_rank: int | None
     return local
 
 
-def job_config(profile: str, overrides: Mapping[str, Any] | None, output: str | None,
-               workers: int, lr_reference_devices: int | None = None) -> Config:
-    """The config every worker trains with: the profile, the overrides, ``output`` as
-    ``output_dir``, loaded and checked once; with ``lr_reference_devices``, its
-    ``lr_max`` scaled to ``workers`` devices, a changed copy (checked once in its turn,
-    so that ``lr_init`` and ``lr_end`` still do not exceed the scaled rate)."""
-    if lr_reference_devices is not None and (isinstance(lr_reference_devices, bool) or not
-                                             isinstance(lr_reference_devices, int)
-                                             or lr_reference_devices < 1):
-        raise LaunchError(f"lr_reference_devices: must be a positive integer, "
-                          f"got {lr_reference_devices!r}")
+def job_config(profile: str, overrides: Mapping[str, Any] | None,
+               output: str | None) -> Config:
+    """The config every worker loads: the profile, the overrides, ``output`` as
+    ``output_dir``, loaded and checked once. Its ``lr_max`` is the profile's, for its
+    ``lr_devices``: each worker scales it to the group size (the device-count rule,
+    :func:`msresnet.config.for_devices`, applied in the training, once)."""
     values = Overrides(overrides or {}, getattr(overrides, "source", "overrides"))
     if output is not None:
         values["output_dir"] = output
     config = load_config(profile, values)
     # The data folder by the book's one rule, decided here once for every worker.
     data_dir = choose_data_dir(config.data_dir, "data_dir" in values)
-    if lr_reference_devices is None:
-        return (config if data_dir == config.data_dir
-                else dataclasses.replace(config, data_dir=data_dir))
-    scaled = scaled_lr_max(config.lr_max, workers, lr_reference_devices)
-    sources = dict.fromkeys(FIELDS, f"profile {profile} with the launch's overrides")
-    sources["lr_max"] = (f"lr_max {config.lr_max:g} x {workers}/{lr_reference_devices}, "
-                         f"--lr_reference_devices {lr_reference_devices}")
-    return dataclasses.replace(config, data_dir=data_dir, lr_max=scaled, sources=sources)
+    return config if data_dir == config.data_dir else dataclasses.replace(config, data_dir=data_dir)
 
 
 def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any] | None = None,
@@ -269,7 +259,7 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
                master_addr: str = "127.0.0.1", local_workers: int | None = None,
                node_rank: int | None = None, log_dir: str | None = None,
                cluster_time_out: int = DEFAULT_CLUSTER_TIME_OUT,
-               lr_reference_devices: int | None = None, rank_dump: bool = False,
+               rank_dump: bool = False,
                progress: bool = False, entry: Sequence[str] = TRAIN_ENTRY) -> LaunchPlan:
     """Check the config and build the command for ``workers`` processes in total.
 
@@ -284,10 +274,10 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
     Raises :class:`~msresnet.config.ConfigError` or :class:`LaunchError`.
     """
     local = _check_layout(workers, local_workers, node_rank, master_port, cluster_time_out)
-    config = job_config(profile, overrides, output, workers, lr_reference_devices)
-    scaled = lr_reference_devices is not None
-    given = [*(overrides or {}), *(["output_dir"] if output is not None else []),
-             *(["lr_max"] if scaled else [])]
+    config = job_config(profile, overrides, output)
+    # What the workers will train at; a rate the rule makes invalid fails here, at once.
+    rate = for_devices(config, workers).lr_max
+    given = [*(overrides or {}), *(["output_dir"] if output is not None else [])]
     config_file = str(Path(config.output_dir) / LAUNCH_CONFIG)
     args = ["--config", config_file] + ([] if progress else ["--no-progress"])
     env = {DUMP_VARIABLE: str(Path(config.output_dir) / RANK_DUMP_FOLDER)} if rank_dump else {}
@@ -296,7 +286,7 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
         master_port=free_port(master_addr) if master_port is None else master_port,
         node_rank=node_rank, log_dir=log_dir or str(Path(config.output_dir) / LOG_FOLDER),
         output_dir=config.output_dir, cluster_time_out=cluster_time_out, train_args=args,
-        env=env, entry=tuple(entry), lr_max=config.lr_max if scaled else None,
+        env=env, entry=tuple(entry), lr_max=rate,
         config=config, config_file=config_file,
         changes={key: getattr(config, key) for key in dict.fromkeys(given)})
 
@@ -532,8 +522,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster_time_out", type=int, default=DEFAULT_CLUSTER_TIME_OUT,
                         help="seconds for all workers to register with the scheduler")
     parser.add_argument("--timeout", type=float, help="stop the job after this many seconds")
-    parser.add_argument("--lr_reference_devices", type=int,
-                        help="lr_max was tuned for this many devices: scale it to --workers")
     parser.add_argument("--rank_dump", action="store_true",
                         help=f"each rank writes its data, losses and weights to OUTPUT/"
                              f"{RANK_DUMP_FOLDER} ({DUMP_VARIABLE})")
@@ -555,13 +543,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                           master_port=args.master_port, master_addr=args.master_addr,
                           local_workers=args.local_workers, node_rank=args.node_rank,
                           log_dir=args.log_dir, cluster_time_out=args.cluster_time_out,
-                          lr_reference_devices=args.lr_reference_devices,
                           rank_dump=args.rank_dump, progress=args.progress)
     except (ConfigError, LaunchError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if plan.lr_max is not None:
-        print(f"# lr_max scaled to {args.workers} workers: {plan.lr_max:g}")
+    print(f"# {lr_rule(plan.config, plan.workers)}")
     print(plan.describe_config())
     print(plan.shell(), flush=True)
     if args.dry_run:

@@ -56,7 +56,8 @@ STEP_MILESTONES: tuple[float, ...] = (0.3, 0.6, 0.8)
 STEP_FACTOR = 0.1
 # "poly": the models repo squares the remaining fraction (power 2).
 POLY_POWER = 2.0
-# The linear scaling rule of the models repo: its lr_max is meant for 8 devices.
+# The linear scaling rule of the models repo: its lr_max is meant for 8 devices
+# (the gpu and ascend profiles say so with lr_devices: 8).
 REFERENCE_DEVICES = 8
 
 
@@ -207,6 +208,10 @@ def scaled_lr_max(lr_max: float, device_num: int,
     trains at 0.0125. This is Goyal et al.'s rule (lr proportional to the global
     batch). An older ``train.py`` (commit 145444c) had no such line and trained a
     single device at 0.1.
+
+    This is the arithmetic; a profile states its own reference count
+    (``lr_devices``) and :func:`msresnet.config.for_devices` applies the rule to a
+    run's config once, where the run learns its device count.
     """
     lr_max = _check_rate("lr_max", lr_max)
     device_num = _check_int("device_num", device_num, 1)

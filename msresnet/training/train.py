@@ -69,7 +69,8 @@ from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.atomic import write_json, write_text
-from msresnet.config import Config, ConfigError, load_config, parse_overrides
+from msresnet.config import (Config, ConfigError, for_devices, load_config, lr_rule,
+                             parse_overrides)
 from msresnet.data.source import DataSource, choose_data_dir, open_data_source, same_data_dir
 from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
                                          StopAfterEpoch, read_history)
@@ -264,6 +265,7 @@ class _Run:
     rank: RankInfo
     output_dir: Path
     resume_path: Path | None
+    lr_rule: str = ""  # the rate it trains at and why (msresnet.config.lr_rule)
 
 
 @dataclass(frozen=True)
@@ -389,7 +391,9 @@ def _resume_position(run: _Run, net: nn.Cell, optimizer: nn.Optimizer, train_ds:
 
 
 def _record_start(run: _Run, at: _Position) -> None:
-    """``config.yaml`` (rank 0) and the run's first log lines.
+    """``config.yaml`` (rank 0) and the run's first log lines, the learning rate's
+    among them (a comment on top of ``config.yaml`` too: the profile's ``lr_max``
+    and ``lr_devices`` beside the scaled values the file records).
 
     The recorded ``data_dir`` is the folder the data source resolved (absolute, links
     resolved): the sweep and the other tools that take the run folder read the same
@@ -397,11 +401,12 @@ def _record_start(run: _Run, at: _Position) -> None:
     """
     config = run.config
     if run.rank.is_main:
-        write_text(run.output_dir / CONFIG_FILE, config.to_yaml())
+        write_text(run.output_dir / CONFIG_FILE, f"# {run.lr_rule}\n" + config.to_yaml())
     log.info("profile %s on %s (%s mode, %s), %d steps/epoch x %d epochs, rank %d of %d",
              config.profile, config.device_target, config.mode,
              "mixed precision " + config.amp_level if uses_mixed_precision(config) else "float32",
              at.steps_per_epoch, config.epoch_size, run.rank.rank, run.rank.group_size)
+    log.info("%s", run.lr_rule)
     if run.resume_path is not None:
         log.info("resumed from %s at epoch %d (global step %d)", run.resume_path.name,
                  at.initial_epoch, at.step_offset)
@@ -488,8 +493,11 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
     started = time.perf_counter()
     config, source = _config_and_data(config, overrides)
     rank = _start_runtime(config)
+    # The device-count rule, once, where the run learns its device count: lr_max
+    # scaled from the profile's lr_devices to this job's group size.
+    rule, config = lr_rule(config, rank.group_size), for_devices(config, rank.group_size)
     output_dir = Path(config.output_dir)
-    run = _Run(config, source, rank, output_dir, resolve_resume(config, output_dir))
+    run = _Run(config, source, rank, output_dir, resolve_resume(config, output_dir), rule)
     with _output_folder(output_dir, create=rank.is_main):
         changed = _changes_since_recording(run)
         train_ds, eval_ds = make_datasets(config, rank, source)
@@ -600,6 +608,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = train_and_evaluate(config, stop_after_epoch=stop, progress=progress,
                                     extra_callbacks=callbacks_from_environment())
+    except ConfigError as error:  # the device-count rule's rate, checked at the start
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except (TrainError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
