@@ -11,6 +11,10 @@ page and reports:
 * images that did not load or have a natural size of zero;
 * the page's title: the ``<h1>`` and ``document.title``.
 
+:func:`clipped_sideways` reports what a reader at a given window width could only
+read by scrolling sideways: code cells, outputs and tables (and the containers
+that scroll them) whose content is wider than their box.
+
 The machine that runs the tests has no internet. Requests to other hosts (MathJax
 from a CDN, say) are answered with an empty response and listed in the report
 instead of failing: they are not part of the book, and a broken *image* among
@@ -47,9 +51,10 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 
-# The <h1> text without Sphinx's "#" permalink, and every image after it settled.
+# The article's <h1> text (not the print-only copy above it, which lacks the chapter
+# number) without Sphinx's "#" permalink, and every image after it settled.
 _H1_JS = """() => {
-  const h1 = document.querySelector('main h1, article h1, h1');
+  const h1 = ['article h1', 'main h1', 'h1'].map(s => document.querySelector(s)).find(e => e);
   if (!h1) return null;
   const copy = h1.cloneNode(true);
   copy.querySelectorAll('.headerlink').forEach(e => e.remove());
@@ -233,6 +238,79 @@ def check_page(context, url: str, links: LinkChecker, settle_ms: int = 300) -> P
     finally:
         page.close()
     return report
+
+
+# Every <details> opened (collapsed hide-input/hide-cell cells, dropdowns) so what
+# a reader can unfold is measured too; then each code block, output and table of
+# the article, and each box that scrolls one, whose content is wider than its box.
+_CLIPPED_JS = r"""(selectors) => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  const root = document.querySelector('article') || document.body;
+  const heading = (el) => {
+    const all = [...root.querySelectorAll('h1, h2, h3, h4')];
+    const before = all.filter(
+        h => h.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING);
+    const h = before.length ? before[before.length - 1] : null;
+    return h ? h.textContent.replace(/[#\u00b6]/g, '').replace(/\s+/g, ' ').trim() : '(top)';
+  };
+  const widest = (el) => {
+    const lines = (el.innerText || '').split('\n');
+    return lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+  };
+  const found = [];
+  const seen = new Set();
+  for (const selector of selectors) {
+    for (const el of root.querySelectorAll(selector)) {
+      if (seen.has(el) || !el.getClientRects().length) continue;
+      seen.add(el);
+      const parent = el.parentElement;
+      // A table wider than its parent spills out even where nothing scrolls.
+      const box = el.tagName === 'TABLE' && parent ? Math.min(el.clientWidth, parent.clientWidth)
+                                                   : el.clientWidth;
+      const content = el.tagName === 'TABLE' ? Math.max(el.scrollWidth, el.offsetWidth)
+                                             : el.scrollWidth;
+      if (content > box + 1) {
+        const line = widest(el);
+        found.push({selector, heading: heading(el), content, box,
+                    line: line.length > 70 ? line.slice(0, 67) + '...' : line,
+                    columns: line.length});
+      }
+    }
+  }
+  return found;
+}"""
+
+CLIPPED_SELECTORS = (
+    "div.highlight pre",                   # code cells and highlighted outputs
+    ".cell_output pre", ".output pre",     # plain-text outputs
+    "table",                               # markdown tables, list-tables, DataFrames
+    ".pst-scrollable-table-container",     # the theme's scroll box around a table
+    ".table-wrapper",                      # myst-nb's box around an output table
+    "div.cell_output", "div.cell_input",   # a cell's whole output or input
+)
+"""What :func:`clipped_sideways` measures (CSS selectors, inside the page's article)."""
+
+
+def clipped_sideways(context, url: str, width: int = 1280) -> list[str]:
+    """What on ``url`` is wider than its box in a ``width``-pixel window, one line each.
+
+    An element counts when its ``scrollWidth`` exceeds its ``clientWidth`` (it
+    scrolls sideways, or is cut where overflow is hidden), or, for a table, when it
+    is wider than its parent. Each line names the element's selector, the heading
+    it sits under, both widths and its widest line of text.
+    """
+    page = context.new_page()
+    try:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(url, wait_until="load")
+        page.evaluate("document.fonts.ready.then(() => null)")
+        found = page.evaluate(_CLIPPED_JS, list(CLIPPED_SELECTORS))
+    finally:
+        page.close()
+    return [f"{item['selector']} under \"{item['heading']}\": {item['content']} px of content "
+            f"in {item['box']} px; widest line ({item['columns']} chars): {item['line']!r}"
+            for item in found]
 
 
 def sidebar_titles(context, url: str) -> dict[str, str]:

@@ -4,12 +4,16 @@ Serves ``_build/html`` on loopback and opens each page listed in ``_toc.yml`` in
 headless Chromium (Debian's ``chromium``, driven by Playwright). For every page:
 no console errors, every internal link answers HTTP 200 and its ``#anchor`` exists,
 every image has a non-zero natural size, and the title (``<h1>``, ``<title>`` and
-the sidebar entry) is the TOC title. Sphinx's search page finds a chapter by a
-word from its text. Screenshots of the introduction and the training chapter go to
+the sidebar entry) is the TOC title, numbered "N. " in a part marked ``numbered``,
+and nothing (code cell, output, table) is wider than its box at 1280 px: a reader
+never scrolls sideways. Sphinx's search page finds a chapter by a word from its
+text. Screenshots of the introduction and the training chapter go to
 ``artifacts/screenshots/``.
 
 The checks are proven able to fail on small synthetic pages (a broken link, a
-missing anchor, a missing image, a console error, an uncaught exception), and a
+missing anchor, a missing image, a console error, an uncaught exception, a code
+line, an output line or a table too wide for the page), the book's CSS
+(``_static/book.css``) is shown to make a too-wide table wrap, and a
 broken ``{ref}`` is shown to fail a ``-W -n`` book build.
 
 The book must be built first (``make book``); if ``_build/html`` is missing the
@@ -61,6 +65,17 @@ def toc_files(toc_path: Path = REPO / "_toc.yml") -> list[str]:
     return files
 
 
+def toc_numbers(toc_path: Path = REPO / "_toc.yml") -> dict[str, str]:
+    """'N. ' for each page of a part marked ``numbered`` (Sphinx counts them from 1)."""
+    toc = yaml.safe_load(toc_path.read_text())
+    numbers = {}
+    for part in toc.get("parts", []):
+        if part.get("numbered"):
+            for n, entry in enumerate(part.get("chapters", []), start=1):
+                numbers[entry["file"]] = f"{n}. "
+    return numbers
+
+
 def source_title(stem: str) -> str:
     """The first '# ' heading of the page's source (.md or .ipynb): its TOC title."""
     md, ipynb = REPO / f"{stem}.md", REPO / f"{stem}.ipynb"
@@ -79,6 +94,7 @@ def source_title(stem: str) -> str:
 # --------------------------------------------------------------------------- fixtures
 
 PAGES = toc_files()
+NUMBERS = toc_numbers()
 
 
 # --------------------------------------------------------------------------- the book
@@ -99,13 +115,31 @@ def test_page_loads_cleanly(book, base_url: str, stem: str) -> None:
 @pytest.mark.parametrize("stem", PAGES)
 def test_page_title_matches_toc(book, base_url: str, stem: str) -> None:
     context, links, _ = book
-    expected = source_title(stem)
+    expected = NUMBERS.get(stem, "") + source_title(stem)
     url = f"{base_url}{stem}.html"
     sidebar = browser_check.sidebar_titles(context, url)
     assert sidebar.get(url) == expected, f"sidebar entry for {stem}: {sidebar.get(url)!r}"
     report = browser_check.check_page(context, url, links)
     assert report.h1 == expected, f"{stem}: <h1> {report.h1!r}, TOC title {expected!r}"
     assert report.title.startswith(f"{expected} \u2014 "), f"{stem}: <title> {report.title!r}"
+
+
+def test_chapters_are_numbered() -> None:
+    """The Chapters part is numbered 1. to 10. in the order of the files' own prefixes."""
+    chapters = [stem for stem in PAGES if stem.startswith("notebooks/")]
+    assert chapters and all(stem in NUMBERS for stem in chapters), NUMBERS
+    for stem in chapters:
+        prefix = Path(stem).name.split("_")[0]
+        assert NUMBERS[stem] == f"{int(prefix)}. ", f"{stem} is numbered {NUMBERS[stem]!r}"
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_nothing_clipped_sideways(book, base_url: str, stem: str) -> None:
+    """No code cell, output or table is wider than its box in a 1280 px window."""
+    context, _, _ = book
+    clipped = browser_check.clipped_sideways(context, f"{base_url}{stem}.html", width=1280)
+    assert not clipped, (f"{stem}.html at 1280 px, {len(clipped)} clipped:\n  "
+                         + "\n  ".join(clipped))
 
 
 def test_sidebar_lists_exactly_the_toc(book, base_url: str) -> None:
@@ -194,6 +228,8 @@ def png(width: int = 4, height: int = 3) -> bytes:
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
+NO_ICON = '<link rel="icon" href="data:,">'
+
 SYNTHETIC = {
     "good.html": '<h1>Good</h1><p><a href="target.html#here">ok</a> <img src="pixel.png"></p>',
     "target.html": '<h1>Target</h1><p id="here">anchor</p>',
@@ -209,11 +245,65 @@ SYNTHETIC = {
 def synthetic_site(tmp_path_factory, browser):
     root = tmp_path_factory.mktemp("synthetic-site")
     for name, body in SYNTHETIC.items():
-        (root / name).write_text(f"<!doctype html><html><head><title>{name}</title></head>"
+        # No favicon.ico to fetch: Chromium's request for it 404s now and then.
+        (root / name).write_text(f"<!doctype html><html><head><title>{name}</title>{NO_ICON}</head>"
                                  f"<body>{body}</body></html>")
     (root / "pixel.png").write_bytes(png())
     with browser_check.serve_directory(root) as url:
         yield browser, url
+
+
+# Pages built like the book's (an <article>, a theme-style scroll box around each
+# table, `pre` that scrolls) at 1280 px: one too-wide element each, and one that fits.
+_LONG = "x = 1  # " + "a long comment " * 12
+# One unbreakable word (a dotted path in inline code) wider than the article.
+_WIDE_CELL = "<code>" + ".".join(["msresnet.training.checkpoints.load_strict"] * 3) + "</code>"
+CLIPPING = {
+    "fits.html": (f"<pre>{'x' * 60}</pre>"
+                  "<div class='scroll'><table><tr><td>short</td></tr></table></div>"),
+    "wide_code.html": f"<div class='cell_input'><div class='highlight'><pre>{_LONG}</pre></div>"
+                      "</div>",
+    "wide_output.html": f"<div class='cell_output'><div class='output'><pre>{_LONG}</pre></div>"
+                        "</div>",
+    "wide_table.html": ("<div class='scroll'><table><tr><th>PyTorch</th><th>note</th></tr>"
+                        f"<tr><td>torch.nn.Module</td><td>{_WIDE_CELL}"
+                        "</td></tr></table></div>"),
+}
+_CLIPPING_STYLE = ("body{margin:0} article{width:700px;margin-left:300px}"
+                   "pre{overflow:auto;font:14px monospace} .scroll{overflow-x:auto}")
+
+
+def clipping_page(body: str, css: str = "") -> str:
+    return (f"<!doctype html><html><head><title>t</title>{NO_ICON}<style>{_CLIPPING_STYLE}</style>"
+            f"<style>{css}</style></head><body><article><h2>Section</h2>{body}</article>"
+            "</body></html>")
+
+
+@pytest.mark.parametrize(("page", "selector"), [
+    ("fits.html", None),
+    ("wide_code.html", "div.highlight pre"),
+    ("wide_output.html", ".cell_output pre"),
+    ("wide_table.html", "table"),
+])
+def test_clipping_detected(browser, tmp_path: Path, page: str, selector: str | None) -> None:
+    (tmp_path / page).write_text(clipping_page(CLIPPING[page]))
+    with browser_check.serve_directory(tmp_path) as url:
+        clipped = browser_check.clipped_sideways(browser, url + page, width=1280)
+    if selector is None:
+        assert clipped == []
+    else:
+        assert any(line.startswith(f"{selector} under \"Section\"") for line in clipped), clipped
+
+
+def test_book_css_wraps_a_wide_table(browser, tmp_path: Path) -> None:
+    """_static/book.css makes the too-wide table above fit (its cells wrap), nothing else."""
+    css = (REPO / "_static" / "book.css").read_text()
+    body = CLIPPING["wide_table.html"]
+    (tmp_path / "plain.html").write_text(clipping_page(body))
+    (tmp_path / "styled.html").write_text(clipping_page(body, css))
+    with browser_check.serve_directory(tmp_path) as url:
+        assert browser_check.clipped_sideways(browser, url + "plain.html"), "table fits unstyled"
+        assert browser_check.clipped_sideways(browser, url + "styled.html") == []
 
 
 @pytest.mark.parametrize(("page", "expected"), [
