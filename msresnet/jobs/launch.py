@@ -186,7 +186,7 @@ class LaunchPlan:
         """``msrun <options> msresnet train <args>``."""
         return ["msrun", *self.msrun_options(), *self.entry, *self.train_args]
 
-    def shell(self, width: int = 88) -> str:
+    def shell(self, width: int = 80) -> str:
         """The command as you would type it (environment first), wrapped with ``\\``."""
         words = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
         words += [shlex.quote(w) for w in self.command]
