@@ -65,7 +65,8 @@ module), and on a module this docstring does not name. The layers, first to last
   ``lr_range`` (the learning-rate range test);
 * ``book``: ``notebook`` (the chapters' parameter pattern and metric records),
   ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
-  page), ``lab`` (JupyterLab).
+  page), ``results_figures`` (its figures, drawn from the records), ``lab``
+  (JupyterLab).
 """
 
 from msresnet.cpu_speed import apply_fast_isa
@@ -84,6 +85,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "jobs.doctor",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "book.notebook", "book.reproduce", "book.results_page", "book.lab",
+    "book.results_figures",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -57,9 +57,10 @@ def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 4) -> P
     run = {"profile": "cpu", "command": "msresnet reproduce --profile cpu --only 1,4,5 "
                                         "--out runs/cpu-reference",
            "parameters": {"output_dir": str(train), "train_samples": 320, "eval_samples": None,
-                          "epoch_size": 2, "batch_size": 32, "lr_schedule": "poly",
-                          "lr_init": 0.001, "lr_max": 0.01, "lr_end": 1e-05, "amp_level": "O0",
-                          "image_size": 32},
+                          # the schedule whose last step of each epoch HISTORY records
+                          "epoch_size": 2, "batch_size": 32, "lr_schedule": "linear",
+                          "lr_init": 0.01, "lr_max": 0.01, "lr_end": 0.0, "warmup_epochs": 1,
+                          "amp_level": "O0", "image_size": 32},
            "versions": {"python": "3.11.9", "mindspore": "2.10.0", "numpy": "1.26.4"},
            "device": {"device_target": "CPU", "mode": "graph"},
            "machine": {"cpu_model": "Test CPU", "cpu_count": 2, "platform": "Linux"},
@@ -89,6 +90,8 @@ def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
     assert "| whole reproduction | 0.6 min (the chapters' own times) |" in text
     assert "skipped by `--resume`" not in text
     assert "msresnet reproduce --profile cpu --only 1,4,5 --out runs/cpu-reference" in text
+    # long commands wrap on the page (_static/book.css) instead of scrolling sideways
+    assert "```{code-block} bash\n:class: wrap-lines\nmsresnet reproduce" in text
     figures = re.findall(r"```\{figure\} (\S+)", text)
     assert len(figures) == 5
     for figure in figures:
@@ -217,3 +220,51 @@ def test_the_readme_row_of_the_reference_run_is_generated_from_its_records(tmp_p
     copy.write_text("no row here\n")
     with pytest.raises(ResultsError, match="expected one line starting with"):
         results_page.write_readme_row(REPO_ROOT / "results" / "cpu", copy)
+
+
+def test_the_page_draws_its_own_figures_from_the_records(tmp_path):
+    """One idea per figure, at 110 dpi (704 x 374 px), each with a caption from the records;
+    the chapters' three-panel figure is no longer shown."""
+    from PIL import Image
+    run_dir = fake_run(tmp_path)
+    dest, page = tmp_path / "results" / "cpu", tmp_path / "book" / "results.md"
+    page.parent.mkdir()
+    record(run_dir, dest)
+    text = write_page(dest, page).read_text()
+    figures = re.findall(r"```\{figure\} (\S+)", text)
+    assert figures[:3] == [f"../results/cpu/figures/page-{name}.png"
+                           for name in ("loss", "accuracy", "learning-rate")]
+    assert "04_train_eval-1.png" not in text and "05_checkpoint_sweep-1.png" not in text
+    for name in ("loss", "accuracy", "learning-rate"):
+        image = Image.open(dest / "figures" / f"page-{name}.png")
+        assert image.size == (704, 374) and round(image.info["dpi"][0]) == 110
+    assert "Learning rate of each of the 20 steps (10 per epoch): the `linear` schedule" in text
+    assert ("Accuracy on the 10,000 test images (the run validated on the test set) after "
+            "each epoch") in text
+
+
+def test_a_schedule_that_disagrees_with_the_recorded_rates_is_refused(tmp_path):
+    run_dir = fake_run(tmp_path)
+    dest = tmp_path / "dest"
+    record(run_dir, dest)
+    run = json.loads((dest / "run.json").read_text())
+    run["parameters"]["lr_end"] = 0.005
+    (dest / "run.json").write_text(json.dumps(run))
+    with pytest.raises(ResultsError, match="history epoch 2: recorded lr 0.001, the schedule"):
+        results_page.draw_figures(dest)
+    del run["parameters"]["warmup_epochs"]
+    (dest / "run.json").write_text(json.dumps(run))
+    with pytest.raises(ResultsError, match="no 'warmup_epochs' to redraw the schedule"):
+        results_page.draw_figures(dest)
+
+
+def test_the_committed_figures_are_what_the_records_draw(tmp_path):
+    """results/cpu/figures/page-*.png are redrawn from results/cpu alone, pixel for pixel."""
+    import numpy as np
+    from PIL import Image
+    from msresnet.book import results_figures
+    dest = REPO_ROOT / "results" / "cpu"
+    records = results_page._figure_records(dest, results_page._facts(dest))
+    for path in results_figures.draw_all(records, tmp_path):
+        committed = np.asarray(Image.open(dest / "figures" / path.name))
+        assert np.array_equal(committed, np.asarray(Image.open(path))), path.name

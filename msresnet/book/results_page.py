@@ -33,6 +33,7 @@ from msresnet.cli import USAGE_ERROR
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.book.reproduce import format_metric
+from msresnet.book import results_figures
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
 # the per-epoch history, the best checkpoint's record and the effective config.
@@ -41,18 +42,22 @@ TRAIN_FILES = ("history.json", "history.csv", "best.json", "config.yaml", "resul
 OPTIONAL_TRAIN_FILES = ("test.json",)
 
 # Figures drawn by the chapters, in the order extract_figures numbers them, with
-# the caption the page gives each. A chapter that draws more or fewer figures
-# must update this table (record() checks the counts).
-FIGURES: dict[str, tuple[str, ...]] = {
-    "04_train_eval": ("Training and validation loss, validation accuracy and the learning "
-                      "rate per epoch (chapter 4).",),
-    "05_checkpoint_sweep": ("Accuracy of every checkpoint on the images the run validated on "
-                            "(chapter 5's sweep).",
-                            "Confusion matrix of the chosen checkpoint on the test set.",
-                            "Test images the chosen checkpoint gets wrong "
-                            "(true / predicted label).",
-                            "A recorded run on 1,000 training images (results/sweep-pays) whose "
-                            "chosen checkpoint beat the last (the same in every reproduction)."),
+# the caption the page gives each, or None for one the page does not show: the
+# per-epoch curves are drawn again from the records, one idea per figure
+# (msresnet.book.results_figures), and chapter 5's recorded 1,000-image run is not
+# this run. All are copied. A chapter that draws more or fewer figures must update
+# this table (record() checks the counts).
+FIGURES: dict[str, tuple[str | None, ...]] = {
+    "04_train_eval": (None,),  # loss, accuracy and rate side by side: redrawn one by one
+    "05_checkpoint_sweep": (None,  # validation accuracy of each checkpoint: the accuracy figure
+                            "Confusion matrix of the chosen checkpoint on the 10,000 test "
+                            "images, as chapter 5 drew it: row = true class, column = predicted "
+                            "class, each cell the number of images; the diagonal holds the "
+                            "images classified right (1,000 per class would be perfect).",
+                            "Test images the chosen checkpoint gets wrong, as chapter 5 drew "
+                            "them: above each, the true class, then the predicted one "
+                            "(32x32 pixels, enlarged).",
+                            None),  # chapter 5's sweep-pays run, not this one
 }
 
 
@@ -198,9 +203,40 @@ def _facts(dest: Path) -> dict[str, Any]:
             "train": entries["04_train_eval"]["metrics"],
             "sweep": entries["05_checkpoint_sweep"]["metrics"],
             "held_out": held_out, "train_images": train_images,
+            "valid_images": min(params["eval_samples"] or held_out, held_out),
             "started": min(e["started"] for e in run["notebooks"]),
             "finished": max(e["finished"] for e in run["notebooks"]),
             "total_seconds": sum(e["seconds"] for e in run["notebooks"])}
+
+
+def _test_record(dest: Path, facts: dict[str, Any]) -> dict[str, Any] | None:
+    """``train/test.json`` of a run that chose on held-out images, else None."""
+    test_path = dest / "train" / "test.json"
+    return (json.loads(test_path.read_text())
+            if facts["held_out"] and test_path.is_file() else None)
+
+
+def _figure_records(dest: Path, facts: dict[str, Any]) -> dict[str, Any]:
+    """What :mod:`msresnet.book.results_figures` draws from, read from ``dest``."""
+    params = facts["params"]
+    return {"history": json.loads((dest / "train" / "history.json").read_text()),
+            "test": _test_record(dest, facts), "params": params,
+            "validated_on": (f"{facts['valid_images']:,} held-out validation images"
+                             if facts["held_out"] else
+                             f"{params['eval_samples'] or TEST_IMAGES:,} test images (the run "
+                             "validated on the test set)")}
+
+
+def _figures(dest: Path, page: Path, facts: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path from the page, caption) of every figure the page shows: its own, drawn
+    from the records into ``dest/figures``, then the chapters' it shows."""
+    figures_dir = Path(os.path.relpath(dest, page.parent)).as_posix()
+    drawn = [(f"{figures_dir}/figures/{name}", caption)
+             for name, caption in results_figures.captions(_figure_records(dest, facts))]
+    return drawn + [(f"{figures_dir}/{figure}", caption)
+                    for chapter, captions in FIGURES.items()
+                    for figure, caption in zip(facts["entries"][chapter].get("figures", []),
+                                               captions) if caption]
 
 
 def _page_context(dest: Path, page: Path) -> dict[str, Any]:
@@ -208,7 +244,6 @@ def _page_context(dest: Path, page: Path) -> dict[str, Any]:
     facts = _facts(dest)
     run, params, sweep = facts["run"], facts["params"], facts["sweep"]
     held_out = facts["held_out"]
-    figures_dir = Path(os.path.relpath(dest, page.parent)).as_posix()
     versions = run["versions"]
     best = json.loads((dest / "train" / "best.json").read_text())
     return {
@@ -223,15 +258,11 @@ def _page_context(dest: Path, page: Path) -> dict[str, Any]:
         "dataset": _dataset(run),
         "chose_on_held_out": bool(held_out and "test_top1" in sweep),
         "eval_images": params["eval_samples"] or TEST_IMAGES,
-        "valid_images": min(params["eval_samples"] or held_out, held_out),
         "seed": params.get("seed"),
         "history": json.loads((dest / "train" / "history.json").read_text()),
         "best": best,
         "best_selected_by": best.get("selected_by", ""),
-        "figures": [(f"{figures_dir}/{figure}", caption)
-                    for chapter, captions in FIGURES.items()
-                    for figure, caption in zip(facts["entries"][chapter].get("figures", []),
-                                               captions)],
+        "figures": _figures(dest, page, facts),
         "skipped": [e["name"] for e in run["notebooks"] if e.get("skipped")],
     }
 
@@ -257,9 +288,7 @@ def readme_row(dest: Path) -> str:
     """
     dest = Path(dest)
     facts = _facts(dest)
-    test_path = dest / "train" / "test.json"
-    test = (json.loads(test_path.read_text())
-            if facts["held_out"] and test_path.is_file() else None)
+    test = _test_record(dest, facts)
     context = {**facts, "row_start": README_ROW_START, "records": in_repo(dest), "test": test,
                "chosen_was_last": bool(test) and
                test["chosen"].get("source") == test["last"]["file"]}
@@ -277,8 +306,19 @@ def write_readme_row(dest: Path, readme: Path) -> Path:
     return write_text(readme, "\n".join(lines))
 
 
+def draw_figures(dest: Path) -> list[Path]:
+    """Draw the page's own figures from the records under ``dest`` into ``dest/figures``."""
+    dest = Path(dest)
+    try:
+        return results_figures.draw_all(_figure_records(dest, _facts(dest)), dest / "figures")
+    except results_figures.FigureError as error:
+        raise ResultsError(f"{dest}: {error}") from None
+
+
 def write_page(dest: Path, page: Path) -> Path:
-    """Write :func:`render_page` to ``page``."""
+    """Draw the page's figures (:func:`draw_figures`), then write :func:`render_page`
+    to ``page``."""
+    draw_figures(dest)
     return write_text(page, render_page(dest, page))
 
 
