@@ -1,0 +1,272 @@
+"""One source for every figure: what the book's prose quotes of a recorded run is in the records.
+
+The pages read here are the book's prose: ``book/*.md``, ``README.md`` and the
+markdown cells of every notebook (``notebooks/*.ipynb``, ``book/troubleshooting.ipynb``).
+Their code cells and outputs are not read: outputs are printed from the records by
+the code and compared by nbval. The records are the JSON and CSV files under
+``results/`` (the reference CPU run in ``results/cpu``, chapter 5's, 9's and 10's
+recorded runs) and the browser model's ``web/classify/model.json``.
+
+=========================================  ==========================================  ============
+What a page quotes                         Checked against                             How
+=========================================  ==========================================  ============
+any percentage with two decimals           every number of the records (fractions      rounded as
+(64.88 %, 65.10 %, 97.06 %, 64.81 % ...)   x 100) or :data:`CITED`                     quoted
+minutes with one decimal (37.5 min in      the records' seconds / 60 (run.json's       rounded as
+all, 31.4 min training, 32.3 min of        ``seconds``, ``train_seconds``; the sum of  quoted
+training and validation), or cited         two ``*seconds`` of one record) or CITED
+images/s with one decimal (71.8)           the records' numbers                        rounded
+ms per step (18.4 on 8 Ascend 910, 69      :data:`CITED`: the models repository's      equal
+on 8 V100)                                 tables at commit 145444c
+"N min in all" (6, 20.2; 37.5)             CITED, or the records' seconds / 60         rounded
+what the ``cpu`` profile trains on         45,000 training images (50,000 less the     equal
+                                           5,000 held out), 44,992 per epoch (703
+                                           steps of 64, ``results/cpu``)
+the :term:`Seed recipe`'s figures          CITED: 93.87 % top-1 on 9,984 test images,  equal
+                                           "about 20 s per epoch", "48 min 38 s"
+                                           on one Ascend 910, about 10 min on eight
+=========================================  ==========================================  ============
+
+:data:`CITED` holds the figures of other people's runs, each with its source; they
+are not in ``results/`` because this book did not measure them. A figure that is in
+neither fails the page that quotes it, naming the page, the figure and its context.
+``test_a_wrong_figure_fails`` shows each rule catching a wrong figure.
+
+The chapter numbers of ``_toc.yml`` (a numbered part) are checked here too: the
+notebooks' file prefixes follow the TOC order, and a ``{ref}`chapter N <label>```
+names the chapter that carries that label.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+CITED: dict[float, str] = {
+    91.44: "top-1, 8 x Ascend 910, models repository README @145444c (evaluation table)",
+    91.37: "top-1, 8 x V100, models repository README @145444c (evaluation table)",
+    18.4: "ms per step, 8 x Ascend 910, models repository README @145444c (training table)",
+    69.0: "ms per step, 8 x V100, models repository README @145444c (training table)",
+    6.0: "min in all, 8 x Ascend 910, models repository README @145444c",
+    20.2: "min in all, 8 x V100, models repository README @145444c",
+    93.87: "top-1, 1 x Ascend 910, the seed recipe (book/glossary.md, 'Seed recipe')",
+    9984.0: "test images the seed recipe's evaluation scored (last partial batch dropped)",
+    20.0: "seconds per epoch, 1 x Ascend 910, the seed recipe ('about 20 s per epoch')",
+    10.0: "minutes for 90 epochs on 8 x Ascend 910, the seed recipe ('about 10 min')",
+}
+"""Figures of runs this book did not make, with their source (see the references)."""
+
+SEED_QUOTES = {"48 min 38 s"}
+"""The seed recipe's quoted total time on one Ascend 910, as it gave it."""
+
+
+# --------------------------------------------------------------------------- the sources
+
+def pages(repo: Path = REPO) -> dict[str, str]:
+    """The book's prose by file: Markdown pages, the README, notebooks' markdown cells."""
+    texts = {path.relative_to(repo).as_posix(): path.read_text()
+             for path in [*sorted((repo / "book").glob("*.md")), repo / "README.md"]}
+    for path in [*sorted((repo / "notebooks").glob("*.ipynb")),
+                 repo / "book" / "troubleshooting.ipynb"]:
+        cells = json.loads(path.read_text())["cells"]
+        texts[path.relative_to(repo).as_posix()] = "\n\n".join(
+            "".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+    return texts
+
+
+def _numbers(value, found: set[float]) -> None:
+    """Every number of a JSON value, and the sum of each two ``*seconds`` of one object."""
+    if isinstance(value, dict):
+        seconds = [v for k, v in value.items()
+                   if k.endswith("seconds") and isinstance(v, (int, float))]
+        found.update(a + b for i, a in enumerate(seconds) for b in seconds[i + 1:])
+        for item in value.values():
+            _numbers(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _numbers(item, found)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        found.add(float(value))
+
+
+def recorded_numbers(repo: Path = REPO) -> set[float]:
+    """Every number in the records (``results/**/*.json``, ``*.csv``, the browser model's)."""
+    found: set[float] = set()
+    for path in [*sorted((repo / "results").rglob("*.json")),
+                 repo / "web" / "classify" / "model.json"]:
+        _numbers(json.loads(path.read_text()), found)
+    for path in sorted((repo / "results").rglob("*.csv")):
+        with path.open() as handle:
+            for row in csv.reader(handle):
+                for cell in row:
+                    try:
+                        found.add(float(cell))
+                    except ValueError:
+                        pass
+    return found
+
+
+def reference_run(repo: Path = REPO) -> dict[str, int]:
+    """The reference CPU run's sizes: training images, images per epoch, epochs."""
+    run = json.loads((repo / "results" / "cpu" / "run.json").read_text())
+    result = json.loads((repo / "results" / "cpu" / "train" / "result.json").read_text())
+    params = run["parameters"]
+    return {"train_images": 50_000 - (params["valid_split"] or 0),
+            "per_epoch": result["steps_per_epoch"] * params["batch_size"],
+            "epochs": result["epochs"]}
+
+
+# --------------------------------------------------------------------------- the rules
+
+@dataclass(frozen=True)
+class Rule:
+    """A kind of quoted figure: the pattern that finds it and what it may be."""
+
+    name: str
+    pattern: str                      # group 1: the number as quoted
+    accepts: Callable[[str, "Sources"], bool]
+
+
+@dataclass(frozen=True)
+class Sources:
+    numbers: frozenset[float]         # recorded
+    run: dict[str, int]               # the reference run's sizes
+
+
+def _matches(quoted: str, candidates: Iterable[float], scale: float = 1.0) -> bool:
+    """``quoted`` is one of ``candidates`` (times ``scale``) rounded as it is written."""
+    value = float(quoted.replace(",", ""))
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    return any(abs(value - c * scale) <= 0.5 * 10 ** -decimals + 1e-9 for c in candidates)
+
+
+def _recorded_or_cited(scale: float) -> Callable[[str, Sources], bool]:
+    return lambda quoted, s: (_matches(quoted, s.numbers, scale) or _matches(quoted, s.numbers)
+                              or _matches(quoted, CITED))
+
+
+RULES = (
+    Rule("percentage with two decimals", r"(\d+\.\d\d) ?%", _recorded_or_cited(100.0)),
+    Rule("minutes with one decimal", r"(\d+\.\d) ?min(?:utes)?\b", _recorded_or_cited(1 / 60)),
+    Rule("images per second", r"(\d+\.\d) images/s", _recorded_or_cited(1.0)),
+    Rule("milliseconds per step", r"(\d+(?:\.\d+)?) ?ms(?: per step|/step)",
+         lambda quoted, s: _matches(quoted, CITED)),
+    Rule("minutes in all", r"(\d+(?:\.\d)?) min in all", _recorded_or_cited(1 / 60)),
+    Rule("what the cpu profile trains on",
+         r"\*\*cpu\*\* trains on (?:all )?([\d,]+) (?:training )?images",
+         lambda quoted, s: _matches(quoted, [s.run["train_images"], s.run["per_epoch"]])),
+    Rule("training images an epoch trains", r"an epoch trains ([\d,]+)",
+         lambda quoted, s: _matches(quoted, [s.run["per_epoch"]])),
+    Rule("test images the seed recipe scored", r"on ([\d,]+) of the 10,000 test images",
+         lambda quoted, s: _matches(quoted, [9984.0])),
+    Rule("the seed recipe's seconds per epoch", r"\"about (\d+) s per epoch",
+         lambda quoted, s: _matches(quoted, [20.0])),
+    Rule("the seed recipe's total time", r"\"(\d+ min \d+ s)\"",
+         lambda quoted, s: quoted in SEED_QUOTES),
+)
+
+
+def disagreements(texts: dict[str, str], sources: Sources) -> dict[str, list[str]]:
+    """Per page, every quoted figure no record or citation gives, with its context."""
+    found: dict[str, list[str]] = {}
+    for page, text in texts.items():
+        for rule in RULES:
+            for match in re.finditer(rule.pattern, text):
+                if not rule.accepts(match.group(1), sources):
+                    context = " ".join(text[max(0, match.start() - 60):match.end() + 30].split())
+                    found.setdefault(page, []).append(
+                        f"{rule.name}: {match.group(1)!r} in '...{context}...'")
+    return found
+
+
+@pytest.fixture(scope="module")
+def sources() -> Sources:
+    return Sources(frozenset(recorded_numbers()), reference_run())
+
+
+PAGES = pages()
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_quoted_figure_is_recorded_or_cited(page: str, sources: Sources) -> None:
+    wrong = disagreements({page: PAGES[page]}, sources).get(page, [])
+    assert not wrong, f"{page}: figures in no record of results/ nor CITED:\n  " + "\n  ".join(
+        wrong)
+
+
+def test_the_reference_figures_are_what_the_records_say(sources: Sources) -> None:
+    """The figures the issue names, read from results/cpu (a record that changes moves them)."""
+    run = json.loads((REPO / "results" / "cpu" / "run.json").read_text())
+    metrics = {e["name"]: e["metrics"] for e in run["notebooks"]}
+    assert f"{100 * metrics['05_checkpoint_sweep']['test_top1']:.2f}" == "64.88"
+    assert f"{run['seconds'] / 60:.1f}" == "37.5"
+    assert f"{metrics['04_train_eval']['train_seconds'] / 60:.1f}" == "31.4"
+    assert f"{metrics['04_train_eval']['train_images_per_second']:.1f}" == "71.8"
+    assert sources.run == {"train_images": 45_000, "per_epoch": 44_992, "epochs": 3}
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    ("the reference run reached 64.38 % top-1", "percentage with two decimals"),
+    ("the whole reproduction took 37.9 minutes", "minutes with one decimal"),
+    ("it trained at 17.8 images/s", "images per second"),
+    ("18.9 ms per step on 8 Ascend 910", "milliseconds per step"),
+    ("in 21.2 min in all", "minutes in all"),
+    ("- **cpu** trains on all 50,000 images at 32x32", "what the cpu profile trains on"),
+    ("of which an epoch trains 45,000", "training images an epoch trains"),
+    ("93.87 % on 9,999 of the 10,000 test images", "test images the seed recipe scored"),
+    ('"about 30 s per epoch" and "48 min 38 s"', "the seed recipe's seconds per epoch"),
+    ('"about 20 s per epoch" and "38 min 48 s"', "the seed recipe's total time"),
+])
+def test_a_wrong_figure_fails(text: str, rule: str, sources: Sources) -> None:
+    wrong = disagreements({"page.md": text}, sources)
+    assert any(line.startswith(f"{rule}: ") for line in wrong.get("page.md", [])), wrong
+    right = {"percentage with two decimals": "64.88 % top-1, 65.10 % and 91.44 %",
+             "minutes with one decimal": "37.5 minutes, 31.4 min and 32.3 minutes",
+             "what the cpu profile trains on": "**cpu** trains on 45,000 training images"}
+    assert not disagreements({"page.md": right.get(rule, "")}, sources)
+
+
+# --------------------------------------------------------------------------- chapter numbers
+
+def chapter_numbers() -> dict[str, int]:
+    """Notebook stem -> its number in the numbered part of _toc.yml."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    return {Path(entry["file"]).name: n
+            for part in toc["parts"] if part.get("numbered")
+            for n, entry in enumerate(part["chapters"], start=1)}
+
+
+def test_chapter_files_follow_the_numbering() -> None:
+    numbers = chapter_numbers()
+    assert numbers, "_toc.yml has no numbered part"
+    for stem, number in numbers.items():
+        assert int(stem.split("_")[0]) == number, f"{stem} is chapter {number}"
+
+
+def test_chapter_references_name_the_right_chapter() -> None:
+    """``{ref}`chapter N <label>``` points at chapter N; every "chapter N" exists."""
+    numbers = chapter_numbers()
+    labels = {}
+    for stem, number in numbers.items():
+        text = pages()[f"notebooks/{stem}.ipynb"]
+        for label in re.findall(r"^\(([\w-]+)\)=", text, re.MULTILINE):
+            labels[label] = number
+    assert set(labels.values()) == set(numbers.values()), "a chapter without a (label)="
+    wrong = []
+    for page, text in PAGES.items():
+        for n, label in re.findall(r"\{ref\}`[Cc]hapter (\d+) <([\w-]+)>`", text):
+            if label in labels and labels[label] != int(n):
+                wrong.append(f"{page}: chapter {n} <{label}> is chapter {labels[label]}")
+        for n in re.findall(r"\b[Cc]hapters? (\d+)\b", text):
+            if not 1 <= int(n) <= len(numbers):
+                wrong.append(f"{page}: chapter {n} does not exist")
+    assert not wrong, "\n".join(wrong)
