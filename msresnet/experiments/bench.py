@@ -95,15 +95,16 @@ def _version(package: str) -> str:
 
 def make_train_step(net, weight_decay: float = 1e-4, learning_rate: float = 0.01,
                     momentum: float = 0.9):
-    """The training step ``Model.fit`` runs for us: loss, gradients, Momentum update."""
+    """The training step ``Model.fit`` runs for us: loss, gradients, Momentum
+    update."""
     from mindspore import nn
 
     from msresnet.model.losses import SparseCrossEntropy
     from msresnet.model.resnet import param_groups
 
     loss_fn = SparseCrossEntropy()
-    optimizer = nn.Momentum(param_groups(net, weight_decay), learning_rate=learning_rate,
-                            momentum=momentum)
+    optimizer = nn.Momentum(param_groups(net, weight_decay),
+                            learning_rate=learning_rate, momentum=momentum)
     step = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), optimizer)
     step.set_train()
     return step

@@ -106,11 +106,13 @@ class Bottleneck(nn.Cell):
     """1x1 reduce -> 3x3 (carries the stride) -> 1x1 expand x4, plus the shortcut.
 
     The shortcut is the identity when shape is unchanged, else a strided 1x1
-    convolution + BatchNorm (``down_sample_layer``), as in the zoo's ``ResidualBlock``.
+    convolution + BatchNorm (``down_sample_layer``), as in the zoo's
+    ``ResidualBlock``.
     """
 
     def __init__(self, in_channels: int, out_channels: int, stride: int = 1,
-                 zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> None:
+                 zero_init_residual: bool = True,
+                 bn_momentum: float = _BN_MOMENTUM) -> None:
         super().__init__()
         width = out_channels // EXPANSION
         self.conv1 = _conv(in_channels, width, 1)
@@ -123,8 +125,9 @@ class Bottleneck(nn.Cell):
         self.relu = nn.ReLU()
         self.down_sample = stride != 1 or in_channels != out_channels
         if self.down_sample:
-            self.down_sample_layer = nn.SequentialCell([_conv(in_channels, out_channels, 1, stride),
-                                                        _bn(out_channels, bn_momentum)])
+            self.down_sample_layer = nn.SequentialCell([
+                _conv(in_channels, out_channels, 1, stride),
+                _bn(out_channels, bn_momentum)])
         else:
             self.down_sample_layer = nn.Identity()
 

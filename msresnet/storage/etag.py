@@ -83,7 +83,8 @@ def md5_differs(path: str, etag: str | None) -> bool:
     return bool(etag and _PLAIN_MD5.fullmatch(etag) and file_md5(path).hex() != etag)
 
 
-def same_content(src: Location, src_info: FileInfo, dst: Location, dst_info: FileInfo) -> bool:
+def same_content(src: Location, src_info: FileInfo,
+                 dst: Location, dst_info: FileInfo) -> bool:
     """Size must match; then compare hashes wherever one side offers one."""
     if src_info.size != dst_info.size:
         return False

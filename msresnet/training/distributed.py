@@ -72,7 +72,8 @@ def launched_by_msrun(environ: dict[str, str] | None = None) -> bool:
 
 
 def init_if_launched() -> bool:
-    """Initialise the communication group if ``msrun`` launched us and nobody did yet.
+    """Initialise the communication group if ``msrun`` launched us and nobody did
+    yet.
 
     Returns True when this process is part of an initialised group afterwards.
     """

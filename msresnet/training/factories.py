@@ -150,9 +150,9 @@ def make_model(config: Config, steps_per_epoch: int,
     optimizer = make_optimizer(config, net, lr)
     kwargs: dict[str, Any] = {}
     if amp:
-        kwargs = {"amp_level": config.amp_level,
-                  "loss_scale_manager": ms.FixedLossScaleManager(config.loss_scale,
-                                                                 drop_overflow_update=False)}
-    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer, metrics=make_metrics(),
-                  **kwargs)
+        scale = ms.FixedLossScaleManager(config.loss_scale,
+                                         drop_overflow_update=False)
+        kwargs = {"amp_level": config.amp_level, "loss_scale_manager": scale}
+    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer,
+                  metrics=make_metrics(), **kwargs)
     return net, optimizer, model, lr
