@@ -63,7 +63,7 @@ def test_a_bad_parameter_stops_the_command_before_anything_runs(tmp_path, pair, 
     result = run_cli("--profile", "smoke", "-p", *pair, "--out", str(out))
     assert result.returncode != 0
     assert result.returncode == 2  # bad input, as every msresnet verb ends it
-    assert result.stderr.startswith("error: ")
+    assert result.stderr.startswith("msresnet reproduce: error: ")
     for word in words:
         assert word in result.stderr
     assert not out.exists()

@@ -45,9 +45,9 @@ import nbformat
 import yaml
 
 from msresnet import atomic
-from msresnet.cli import USAGE_ERROR, did_you_mean
+from msresnet.cli import did_you_mean
 from msresnet.cpu_speed import cpu_model
-from msresnet.config import (FIELDS, PROFILES, ConfigError, Overrides, for_devices, load_config,
+from msresnet.config import (FIELDS, PROFILES, Overrides, for_devices, load_config,
                              lr_rule, parse_overrides)
 from msresnet.data.preparation import provenance
 from msresnet.book.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
@@ -428,12 +428,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     command = command_line(argv if argv is not None else sys.argv[1:])
-    try:
-        run = reproduce(args.profile, args.out, args.parameter, args.only, args.resume, command,
-                        notebook_dir=args.notebooks)
-    except (ReproduceError, ConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+    # a ReproduceError or ConfigError ends as msresnet.cli's one line, exit 2
+    run = reproduce(args.profile, args.out, args.parameter, args.only, args.resume, command,
+                    notebook_dir=args.notebooks)
     print(f"{len(run['notebooks'])} chapters in {run['seconds']:.0f} s; "
           f"report: {args.out / 'report.md'}")
     return 0
