@@ -81,5 +81,5 @@ def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, gi
         seen.add(resolve_data_dir(config_from_parameters({"profile": "smoke", **overrides})
                                   .data_dir))
         seen.add(data_dir_used(load_config("smoke", overrides).data_dir, bool(mine)))
-        seen.add(resolve_data_dir(job_config("smoke", overrides, None, 2).data_dir))
+        seen.add(resolve_data_dir(job_config("smoke", overrides, None).data_dir))
     assert seen == {resolve_data_dir(expected)}

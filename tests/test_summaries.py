@@ -54,7 +54,9 @@ def test_troubleshooting_summaries_match_its_sections() -> None:
     rows = re.findall(r"^\| \{ref\}`[^`]*<(ts-[\w-]+)>` \| [^|]+ \| (\w+) \|$", cells[0], re.M)
     assert sorted(label for label, _ in rows) == sorted(sections), \
         f"{TROUBLESHOOTING.name}: the table's rows are not the page's sections"
-    assert dict(rows) == sections, f"{TROUBLESHOOTING.name}: a row's kind differs from its section"
+    # the table's "Here" column says "run" for a failure reproduced on this page
+    kinds = {label: {"run": "reproduced"}.get(kind, kind) for label, kind in rows}
+    assert kinds == sections, f"{TROUBLESHOOTING.name}: a row's kind differs from its section"
     closing = cells[-1]
     reproduced = re.search(r"^\* (\w+) failures reproduced", closing, re.M)
     cited = re.search(r"^\* (\w+) GPU/Ascend failures", closing, re.M)
