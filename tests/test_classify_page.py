@@ -88,9 +88,32 @@ def test_the_page_quotes_the_served_int8_score(metadata):
     assert f"(the run's `test.json`: {100 * checkpoint['top1']:.2f} %)" in text
     assert (f"the CPU it was measured on ({100 * served['top1']:.2f} %, top-5 "
             f"{100 * served['top5']:.2f} %" in text)
+    assert f"{100 * served['top1']:.2f} % top-1 on the 10,000 test images" in text
+    per_class = served["per_class_top1"]
+    assert list(per_class) == list(CLASSES)
+    for name, accuracy in per_class.items():  # the page's table is model.json's
+        assert f"| {name} | {100 * accuracy:.1f} % |" in page, name
     script = (WEB / "classify.js").read_text()
     assert "const served = meta.int8_test;" in script
     assert "top-1 ${percent(served.top1)} on" in script
+
+
+def test_the_page_says_how_many_samples_the_model_gets_right(metadata, samples):
+    """"it classifies N of the 10 samples above correctly", and the chance of N or
+    fewer at the served top-1, are what onnxruntime and the binomial law give."""
+    from math import comb
+
+    text = " ".join((REPO / "book" / "classify.md").read_text().split())
+    session = ort.InferenceSession(str(WEB / metadata["model"]),
+                                   providers=["CPUExecutionProvider"])
+    right = sum(CLASSES[int(session.run(None, {"x": model_input(read_image(WEB / s["file"]))
+                                               [None].astype(np.float32)})[0].argmax())]
+                == s["label"] for s in samples)
+    assert f"it classifies {right} of the {len(samples)} samples above correctly" in text
+    p, n = metadata["int8_test"]["top1"], len(samples)
+    assert round(n * p) in (6, 7) and "six or seven right on average" in text
+    at_most = sum(comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(right + 1))
+    assert 0.05 < at_most < 0.15 and "about one time in ten" in text
 
 
 def test_make_browser_model_rebuilds_from_the_committed_models_run(metadata):

@@ -297,6 +297,8 @@ def test_the_browser_model_keeps_the_reference_accuracy():
     assert measured["images"] == 10_000
     assert abs(measured["top1"] - recorded["top1"]) <= 0.002, (measured, recorded)
     assert abs(measured["top5"] - recorded["top5"]) <= 0.002, (measured, recorded)
+    for name, accuracy in recorded["per_class_top1"].items():  # 1,000 images a class
+        assert abs(measured["per_class_top1"][name] - accuracy) <= 0.01, name
     accuracy = measured["top1"]
     # the chosen checkpoint's test score (test.json), or best.json's when it was chosen on test
     scored = meta.get("test") or {"top1": meta["best"]["top1"],

@@ -220,10 +220,11 @@ def host_isa() -> str:
 def int8_test(model: str | os.PathLike[str], data_dir: str | os.PathLike[str],
               batch: int = 1000) -> dict[str, Any]:
     """Top-1 and top-5 of an ONNX model on every test image, with onnxruntime's CPU
-    kernels, and the images, runtime and CPU they were measured with."""
+    kernels, its top-1 per class (the classify page shows which classes it confuses),
+    and the images, runtime and CPU they were measured with."""
     import onnxruntime as ort
 
-    from msresnet.data.cifar10 import TEST_FILES, read_records
+    from msresnet.data.cifar10 import CLASSES, TEST_FILES, read_records
     from msresnet.data.identity import evaluation_images
     from msresnet.data.images import normalize
     from msresnet.training.factories import dataset_folder
@@ -244,8 +245,11 @@ def int8_test(model: str | os.PathLike[str], data_dir: str | os.PathLike[str],
         ranks.append(before.sum(axis=1))
     rank = np.concatenate(ranks)
     identity = evaluation_images(folder)
+    per_class = {name: round(float((rank[labels == index] == 0).mean()), 4)
+                 for index, name in enumerate(CLASSES)}
     return {"of": Path(model).name, "top1": round(float((rank == 0).mean()), 4),
-            "top5": round(float((rank < 5).mean()), 4), "images": identity["images"],
+            "top5": round(float((rank < 5).mean()), 4), "per_class_top1": per_class,
+            "images": identity["images"],
             "sha256": identity["sha256"], "runtime": f"onnxruntime {ort.__version__} (CPU)",
             "cpu": host_isa()}
 
