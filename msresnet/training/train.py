@@ -286,8 +286,9 @@ def load_run_config(profile_or_path: str | os.PathLike[str],
     one rule (:func:`msresnet.data.source.choose_data_dir`): a ``data_dir`` override as
     given, else ``$MSRESNET_DATA_DIR``, else the profile's."""
     config = load_config(profile_or_path, overrides)
-    given = "data_dir" in (overrides or {})
-    return dataclasses.replace(config, data_dir=choose_data_dir(config.data_dir, given))
+    chosen = choose_data_dir(config.data_dir, "data_dir" in (overrides or {}))
+    # a new Config (checked again) only when the rule chose another folder
+    return config if chosen == config.data_dir else dataclasses.replace(config, data_dir=chosen)
 
 
 def _config_and_data(config: Config | str | os.PathLike[str],
@@ -299,9 +300,9 @@ def _config_and_data(config: Config | str | os.PathLike[str],
     :func:`load_run_config`. The returned Config names the data folder as the source
     resolved it, which is what ``config.yaml`` records and a resume compares.
     """
-    if isinstance(config, Config):
-        config = dataclasses.replace(config, **dict(overrides or {}))  # re-validated by Config
-    else:
+    if isinstance(config, Config) and overrides:
+        config = dataclasses.replace(config, **dict(overrides))  # the new values checked
+    elif not isinstance(config, Config):
         config = load_run_config(config, overrides)
     source = open_data_source(config)
     return dataclasses.replace(config, data_dir=str(source.data_dir)), source
