@@ -62,7 +62,9 @@ module), and on a module this docstring does not name. The layers, first to last
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
 * ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
   pipeline, alone and in training), ``ablation`` (chapter 10's short runs),
-  ``lr_range`` (the learning-rate range test);
+  ``lr_range`` (the learning-rate range test), ``onednn_trace`` (which oneDNN
+  convolution a framework runs, from oneDNN's verbose log: the troubleshooting
+  page's diagnosis);
 * ``book``: ``notebook`` (the chapters' parameter pattern and metric records),
   ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
   page), ``results_figures`` (its figures, drawn from the records), ``lab``
@@ -84,8 +86,8 @@ MINDSPORE_FREE_MODULES = frozenset({
     "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
     "jobs.doctor",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
-    "experiments.ablation", "book.notebook", "book.reproduce", "book.results_page", "book.lab",
-    "book.results_figures",
+    "experiments.ablation", "experiments.onednn_trace", "book.notebook", "book.reproduce",
+    "book.results_page", "book.lab", "book.results_figures",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 
