@@ -29,7 +29,10 @@ venv: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	# --no-compile: pip would byte-compile all of MindSpore, Jupyter and their
+	# dependencies before anything runs (40 of the 100 s this step took on 2 cores);
+	# Python compiles what is imported when it is first imported instead.
+	$(PY) -m pip install --quiet --no-compile -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 

@@ -65,12 +65,18 @@ def job(tmp_path_factory):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
+@CHAPTER_TWIN
 def test_every_worker_trained_with_the_launchers_checked_config(job):
     """The job folder holds the config the launcher checked, which the workers
     loaded: the run's own record (config.yaml, written by rank 0) is the same config,
     but for the data folder, which a run records as an absolute path, and the rate:
     the workers applied the device-count rule to the group size, once (smoke is
-    tuned for one process, so 2 workers train at twice its lr_max), and said so."""
+    tuned for one process, so 2 workers train at twice its lr_max), and said so.
+
+    Chapter 7 asserts the same of its own job (launch.yaml, config.yaml, the rule
+    said once by every rank), whose lr_devices equals its worker count; the rate
+    a rule scales is checked without a job in
+    test_the_device_count_rule_is_the_profiles_and_the_workers_apply_it."""
     plan, output = job["plan"], job["output"]
     launched = load_config(output / "launch.yaml")
     assert launched == plan.config == load_config("smoke", {**SMALL, "output_dir": str(output)})

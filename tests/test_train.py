@@ -10,6 +10,7 @@ resumed run must end with the same steps, the same losses and the same weights.
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import os
 import subprocess
@@ -19,8 +20,10 @@ from pathlib import Path
 import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
 import pytest
+from mindspore import nn
 
 from msresnet.training import checkpoints as ck
+from msresnet.training import sweep as sw
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
 from msresnet.training.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
@@ -44,14 +47,21 @@ def ckpt_file(epoch: int) -> str:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A straight run, and a run stopped after epoch 1 then resumed with ``auto``."""
+    from msresnet.data.cifar10 import validate
+    from msresnet.data.splits import hold_out
+
     root = tmp_path_factory.mktemp("train")
-    straight = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "straight")},
-                                  progress=False)
+    with pytest.MonkeyPatch.context() as monkeypatch:  # the straight run counts them
+        validated = count_calls(monkeypatch, validate)
+        split = count_calls(monkeypatch, hold_out)
+        straight = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "straight")},
+                                      progress=False)
     stopped = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "resumed")},
                                  stop_after_epoch=1, progress=False)
     resumed = train_and_evaluate("smoke", {**SMALL, "output_dir": str(root / "resumed"),
                                            "resume_from": "auto"}, progress=False)
-    return {"straight": straight, "stopped": stopped, "resumed": resumed, "root": root}
+    return {"straight": straight, "stopped": stopped, "resumed": resumed, "root": root,
+            "straight_calls": {"validate": len(validated), "hold_out": len(split)}}
 
 
 def test_straight_run_writes_everything(runs):
@@ -325,16 +335,12 @@ def count_calls(monkeypatch, function) -> list[tuple]:
     return calls
 
 
-def test_a_training_start_validates_the_data_once_and_splits_it_once(tmp_path, monkeypatch):
-    from msresnet.data.cifar10 import validate
-    from msresnet.data.splits import hold_out
-
-    validated, split = count_calls(monkeypatch, validate), count_calls(monkeypatch, hold_out)
-    result = train_and_evaluate("smoke", {**SMALL, "train_samples": 32, "eval_samples": 32,
-                                          "epoch_size": 1, "ema_decay": 0.0,
-                                          "output_dir": str(tmp_path / "run")}, progress=False)
+def test_a_training_start_validates_the_data_once_and_splits_it_once(runs):
+    """Counted during the fixture's straight run (a training start with validation, a
+    held-out split and the final test): the folder is validated once, split once."""
+    result = runs["straight"]
     assert result.test is not None  # the final test on the test set is part of the start
-    assert len(validated) == 1 and len(split) == 1
+    assert runs["straight_calls"] == {"validate": 1, "hold_out": 1}
     # the one source's identities are what the records say was scored
     assert result.test["selected_on"] == result.best["evaluated_on"]
     assert result.best["evaluated_on"]["split"] == "valid"
@@ -361,3 +367,106 @@ def test_a_failed_start_leaves_no_empty_output_folder(tmp_path):
     with pytest.raises(ck.CheckpointError, match="the file is empty"):
         train_and_evaluate("smoke", {**failing, "output_dir": str(kept)}, progress=False)
     assert kept.is_dir()
+
+
+# ----------------------------------------------------------------- msresnet sweep on a trained run
+# (issue 28: damaged checkpoints, other data; on copies of the straight run)
+
+def copy_of(runs, tmp_path):
+    """A copy of the fixture's straight run (2 epochs of 4 steps, validated on 64
+    held-out images), to damage."""
+    import shutil
+    return shutil.copytree(runs["straight"].output_dir, tmp_path / "run")
+
+
+def cut_in_half(path) -> None:
+    data_bytes = path.read_bytes()
+    path.write_bytes(data_bytes[: len(data_bytes) // 2])
+
+
+def best_files(folder) -> tuple[bytes, bytes]:
+    return (folder / ck.BEST_JSON).read_bytes(), (folder / ck.BEST_CKPT).read_bytes()
+
+
+def sweep_main(run, *args) -> int:
+    return sw.main([str(run), "--eval_samples", str(SMALL["eval_samples"]), *args])
+
+
+@pytest.mark.slow
+def test_sweep_keeps_an_intact_best_when_its_epochs_file_is_damaged(runs, tmp_path):
+    """Issue 28: the chosen epoch's periodic file cut in half; before, the sweep skipped
+    it, then replaced the intact best.ckpt/best.json with a worse epoch (exit 0)."""
+    run = copy_of(runs, tmp_path)
+    best = json.loads((run / ck.BEST_JSON).read_text())
+    before = best_files(run)
+    cut_in_half(run / best["source"])
+    assert sweep_main(run) == 0
+    assert best_files(run) == before
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert [s["file"] for s in swept["skipped"]] == [best["source"]]
+    assert swept["kept"] == best and "promoted" not in swept
+    assert swept["standing"]["how"].startswith("trusted")
+    tested = json.loads((run / "test.json").read_text())
+    assert tested["chosen"]["epoch"] == best["epoch"] and tested == swept["test"]
+    assert best["source"] in [s["file"] for s in tested["skipped"]]
+
+
+@pytest.mark.slow
+def test_sweep_tests_the_last_readable_checkpoint_when_the_last_is_damaged(runs, tmp_path):
+    """Issue 28: before, the sweep warned it would skip the last file, then failed on it
+    in the test step (exit 2, no sweep.json, no test.json)."""
+    run = copy_of(runs, tmp_path)
+    first, last = ck.list_checkpoints(run)
+    cut_in_half(last.path)
+    assert sweep_main(run) == 0
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    tested = json.loads((run / "test.json").read_text())
+    assert [s["file"] for s in swept["skipped"]] == [last.name]
+    assert [r["file"] for r in swept["records"]] == [first.name]
+    assert tested["last"]["file"] == first.name and tested["last"]["newer_skipped"] == [last.name]
+    assert [s["file"] for s in tested["skipped"]] == [last.name]
+
+
+@pytest.mark.slow
+def test_sweep_on_other_data_writes_its_table_beside_the_runs_own(runs, tmp_path):
+    """Issue 28: the same folder spelled another way is no override; another folder's
+    scores go to sweep-<name>.csv (and test-<name>.json), never over sweep.csv."""
+    from msresnet.data.cifar10 import FOLDER_NAME
+    from msresnet.paths import REPO_ROOT
+
+    run = copy_of(runs, tmp_path)
+    own = REPO_ROOT / "data" / FOLDER_NAME
+    assert sweep_main(run, "--data_dir", f"{own}/", "--no-promote") == 0
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert swept["overrides"] == {} and swept["table"] == sw.SWEEP_CSV
+    table = (run / sw.SWEEP_CSV).read_bytes()
+    assert str(own.resolve()).encode() in table  # the rows name their data folder
+    tested = (run / "test.json").read_bytes()
+
+    other = tmp_path / "copy" / FOLDER_NAME  # a second folder (the files linked)
+    other.mkdir(parents=True)
+    for item in own.iterdir():
+        (other / item.name).symlink_to(item)
+    assert sweep_main(run, "--data_dir", str(tmp_path / "copy"), "--no-promote") == 0
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert swept["overrides"]["data_dir"][1] == str(tmp_path / "copy")
+    assert swept["table"] == "sweep-copy.csv"
+    assert (run / sw.SWEEP_CSV).read_bytes() == table and (run / "test.json").read_bytes() == tested
+    with open(run / "sweep-copy.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["data_folder"] for row in rows} == {str(other)}
+    assert json.loads((run / "test-copy.json").read_text())["evaluated_on"]["folder"] == str(other)
+
+
+@pytest.mark.slow
+def test_a_best_of_another_model_stops_the_sweep_after_recording_why(runs, tmp_path):
+    """Not damage: a best.ckpt that does not fit the network is an error (exit 2 from the
+    command), and sweep.json records it first; best.* are left as they are."""
+    run = copy_of(runs, tmp_path)
+    ck.save_atomic(nn.Dense(4, 10), run / ck.BEST_CKPT)  # another model
+    before = best_files(run)
+    with pytest.raises(ck.CheckpointMismatchError, match="best.ckpt"):
+        sweep_main(run)
+    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    assert "best.ckpt" in swept["not_promoted"] and len(swept["records"]) == 2
+    assert best_files(run) == before
