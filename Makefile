@@ -29,10 +29,11 @@ venv: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# --no-compile: pip would byte-compile all of MindSpore, Jupyter and their
-	# dependencies before anything runs (40 of the 100 s this step took on 2 cores);
-	# Python compiles what is imported when it is first imported instead.
-	$(PY) -m pip install --quiet --no-compile -r requirements.txt
+	# Byte-compiled at install (pip's default), never --no-compile: where
+	# PYTHONDONTWRITEBYTECODE=1 is set (as on this project's machines) nothing would
+	# ever write the .pyc files, and every process of the tests would compile what it
+	# imports again (import mindspore: 4.7 s instead of 1.9 s; measured 2026-12-03).
+	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
