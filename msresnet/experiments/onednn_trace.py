@@ -108,6 +108,20 @@ class ConvolutionCall:
         return f"{self.src}/{self.wei}/{self.dst}"
 
 
+def _exec_index(fields: Sequence[str]) -> int | None:
+    """Where the ``exec`` marker is in a oneDNN verbose line's fields (None: not
+    a verbose ``exec`` line)."""
+    if fields[0] != "onednn_verbose" or "exec" not in fields:
+        return None
+    return fields.index("exec")
+
+
+def _is_cpu_convolution(fields: Sequence[str], at: int) -> bool:
+    """Whether the primitive after the ``exec`` marker at ``at`` is a CPU convolution."""
+    return (len(fields) > at + 2 and fields[at + 1].startswith("cpu")
+            and fields[at + 2] == "convolution")
+
+
 def _descriptors(field: str, line: str) -> dict[str, list[str]]:
     """``src:f32::blocked:abcd::f0 wei:...`` -> {"src": [f32, "", blocked, abcd,
     ...]}: each tensor's data type, properties, format kind and tag."""
@@ -131,11 +145,10 @@ def parse_line(line: str) -> ConvolutionCall:
     a timestamp. Anything else raises :class:`VerboseLineError` naming the line:
     a silent wrong reading would turn the page's diagnosis into a guess."""
     fields = line.strip().split(",")
-    if fields[0] != "onednn_verbose" or "exec" not in fields:
+    at = _exec_index(fields)
+    if at is None:
         raise VerboseLineError(f"not a oneDNN verbose exec line: {line!r}")
-    at = fields.index("exec")
-    if len(fields) < at + 8 or fields[at + 2] != "convolution" \
-            or not fields[at + 1].startswith("cpu"):
+    if len(fields) < at + 8 or not _is_cpu_convolution(fields, at):
         raise VerboseLineError(f"not a CPU convolution line: {line!r}")
     memory = _descriptors(fields[at + 5], line)
     try:
@@ -152,13 +165,11 @@ def parse_line(line: str) -> ConvolutionCall:
 
 
 def is_convolution_line(line: str) -> bool:
-    """Whether ``line`` is one :func:`parse_line` reads (others are skipped)."""
+    """Whether ``line`` is one :func:`parse_line` reads (others are skipped):
+    the same two checks, without the error."""
     fields = line.strip().split(",")
-    if fields[0] != "onednn_verbose" or "exec" not in fields:
-        return False
-    at = fields.index("exec")
-    return (len(fields) > at + 2 and fields[at + 1].startswith("cpu")
-            and fields[at + 2] == "convolution")
+    at = _exec_index(fields)
+    return at is not None and _is_cpu_convolution(fields, at)
 
 
 @dataclass(frozen=True)
