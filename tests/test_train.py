@@ -5,6 +5,7 @@ steps) and shared through module-scoped fixtures: one straight run, and one run
 interrupted after epoch 1 and resumed. With fixed seeds MindSpore's CPU training
 is bit-identical run to run, and resume replays the data pipeline exactly, so the
 resumed run must end with the same steps, the same losses and the same weights.
+The sweep tests (damaged checkpoints, other data) work on copies of the straight run.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def ckpt_file(epoch: int) -> str:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A straight run, and a run stopped after epoch 1 then resumed with ``auto``."""
+    """A straight run, and a run stopped after epoch 1 then resumed with ``auto``;
+    the straight run also counts how often the data folder is validated and split."""
     from msresnet.data.cifar10 import validate
     from msresnet.data.splits import hold_out
 
@@ -254,50 +256,6 @@ def test_resume_reports_settings_that_differ_from_the_recording(runs, tmp_path, 
     assert json.loads((folder / "result.json").read_text())["changed_on_resume"]["lr_max"][1] == 0.05
 
 
-def sweep_cli(run_dir, cwd, *args):
-    return subprocess.run([sys.executable, "-m", "msresnet", "sweep", str(run_dir),
-                           "--eval_samples", str(SMALL["eval_samples"]), *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
-def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path):
-    import shutil
-    from msresnet.data.cifar10 import FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES
-    run_dir = tmp_path / "run"
-    shutil.copytree(runs["straight"].output_dir, run_dir)
-    # The sweep runs where ./data is *another* copy of CIFAR-10 (every file's records
-    # reordered, so its held-out images and its test images differ): before, the
-    # sweep took ./data and silently scored (and promoted) on it.
-    source = REPO_ROOT / "data" / FOLDER_NAME
-    other = tmp_path / "data" / FOLDER_NAME
-    other.mkdir(parents=True)
-    (other / "batches.meta.txt").symlink_to(source / "batches.meta.txt")
-    for name in (*TRAIN_FILES, *TEST_FILES):
-        records = np.fromfile(source / name, dtype=np.uint8).reshape(-1, RECORD_BYTES)
-        records[::-1].tofile(other / name)
-
-    proc = sweep_cli(run_dir, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    swept = json.loads((run_dir / "sweep.json").read_text())
-    assert swept["evaluated_on"]["folder"] == str(source) and swept["overrides"] == {}
-    assert json.loads((run_dir / "best.json").read_text())["selected_by"] == \
-        f"checkpoint sweep on {SMALL['eval_samples']} valid images"
-    assert (run_dir / "best.previous.json").is_file()  # training's choice, kept
-    assert swept["evaluated_on"]["split"] == "valid"
-    tested = json.loads((run_dir / "test.json").read_text())  # the choice, scored on test
-    assert swept["test"] == tested and tested["evaluated_on"]["split"] == "test"
-    assert tested["selected_by"].startswith("checkpoint sweep")
-
-    best_before = (run_dir / "best.json").read_bytes()
-    proc = sweep_cli(run_dir, tmp_path, "--data_dir", "data")  # explicitly the other copy
-    assert proc.returncode != 0
-    assert "--replace-best" in proc.stderr and "best.json" in proc.stderr
-    assert "evaluating with data_dir=data" in proc.stdout  # the override is reported
-    swept = json.loads((run_dir / "sweep.json").read_text())
-    assert swept["overrides"]["data_dir"][1] == "data" and "not_promoted" in swept
-    assert (run_dir / "best.json").read_bytes() == best_before
-
-
 def test_the_weight_average_is_saved_every_epoch_and_survives_resume(runs):
     from msresnet.training.ema import EMA_PREFIX
 
@@ -390,6 +348,48 @@ def best_files(folder) -> tuple[bytes, bytes]:
 
 def sweep_main(run, *args) -> int:
     return sw.main([str(run), "--eval_samples", str(SMALL["eval_samples"]), *args])
+
+
+def sweep_cli(run_dir, cwd, *args):
+    return subprocess.run([sys.executable, "-m", "msresnet", "sweep", str(run_dir),
+                           "--eval_samples", str(SMALL["eval_samples"]), *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path):
+    from msresnet.data.cifar10 import FOLDER_NAME, RECORD_BYTES, TEST_FILES, TRAIN_FILES
+    run_dir = copy_of(runs, tmp_path)
+    # The sweep runs where ./data is *another* copy of CIFAR-10 (every file's records
+    # reordered, so its held-out images and its test images differ): before, the
+    # sweep took ./data and silently scored (and promoted) on it.
+    source = REPO_ROOT / "data" / FOLDER_NAME
+    other = tmp_path / "data" / FOLDER_NAME
+    other.mkdir(parents=True)
+    (other / "batches.meta.txt").symlink_to(source / "batches.meta.txt")
+    for name in (*TRAIN_FILES, *TEST_FILES):
+        records = np.fromfile(source / name, dtype=np.uint8).reshape(-1, RECORD_BYTES)
+        records[::-1].tofile(other / name)
+
+    proc = sweep_cli(run_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    swept = json.loads((run_dir / "sweep.json").read_text())
+    assert swept["evaluated_on"]["folder"] == str(source) and swept["overrides"] == {}
+    assert json.loads((run_dir / "best.json").read_text())["selected_by"] == \
+        f"checkpoint sweep on {SMALL['eval_samples']} valid images"
+    assert (run_dir / "best.previous.json").is_file()  # training's choice, kept
+    assert swept["evaluated_on"]["split"] == "valid"
+    tested = json.loads((run_dir / "test.json").read_text())  # the choice, scored on test
+    assert swept["test"] == tested and tested["evaluated_on"]["split"] == "test"
+    assert tested["selected_by"].startswith("checkpoint sweep")
+
+    best_before = (run_dir / "best.json").read_bytes()
+    proc = sweep_cli(run_dir, tmp_path, "--data_dir", "data")  # explicitly the other copy
+    assert proc.returncode != 0
+    assert "--replace-best" in proc.stderr and "best.json" in proc.stderr
+    assert "evaluating with data_dir=data" in proc.stdout  # the override is reported
+    swept = json.loads((run_dir / "sweep.json").read_text())
+    assert swept["overrides"]["data_dir"][1] == "data" and "not_promoted" in swept
+    assert (run_dir / "best.json").read_bytes() == best_before
 
 
 @pytest.mark.slow
