@@ -155,6 +155,15 @@ class Config:
                              "directory)")
     image_size: int = _field(224, _int_at_least(32),
                              "side of the square network input; 32 keeps CIFAR-10's size")
+    progressive_size: int | None = _field(
+        None, _positive_int(optional=True),
+        "progressive resizing: train the first progressive_epochs epochs at this "
+        "side, a whole fraction of image_size (each batch averaged down by area); "
+        "null: every epoch at image_size")
+    progressive_epochs: int = _field(
+        0, _int_at_least(0),
+        "epochs trained at progressive_size before image_size (fewer than "
+        "epoch_size: validation, test and the last epoch see image_size)")
     stem: str = _field("imagenet", _choice(STEMS),
                        "imagenet: 7x7/2 conv + max pool; cifar: 3x3/1 conv, no pool")
     num_classes: int = _field(NUM_CLASSES, _int_at_least(2),
@@ -323,18 +332,42 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
         _fail("train_samples", f"must not exceed the {left:,} training images left after "
               f"valid_split ({checked['valid_split']}, from {source_of('valid_split')})",
               checked["train_samples"], source_of("train_samples"))
+    _check_progressive(checked, over, source_of)
     # ResNet50's last stage sees image_size/32 pixels a side (imagenet stem: stride 2,
     # max pool, three stride-2 stages; cifar stem: the three stages only, /8). With one
     # image of 1x1 a batch, BatchNorm has one value per channel: the unbiased variance
     # it adds to moving_variance divides by n - 1 = 0 and turns it into NaN (measured).
-    side = math.ceil(checked["image_size"] / (32 if checked["stem"] == "imagenet" else 8))
+    smallest = checked["progressive_size"] or checked["image_size"]
+    side = math.ceil(smallest / (32 if checked["stem"] == "imagenet" else 8))
     if checked["batch_size"] * side * side < 2:
         _fail("batch_size", f"must be at least 2 with stem {checked['stem']!r} at image_size "
-              f"{checked['image_size']}: the last stage's feature map is {side}x{side}, so "
+              f"{smallest}: the last stage's feature map is {side}x{side}, so "
               "BatchNorm would see one value per channel and its moving variance would become "
               "NaN (use batch_size 2, a larger image_size or stem 'cifar')",
               checked["batch_size"], source_of("batch_size"))
     return checked
+
+
+def _check_progressive(checked: dict[str, Any], over: Callable[[str, str, str], None],
+                       source_of: Callable[[str], str]) -> None:
+    """Progressive resizing's rules: a size that divides ``image_size`` (the pipeline
+    averages whole blocks of pixels, no interpolation), epochs only with a size, and
+    at least the last epoch at full size (the size validation and the test see)."""
+    size, epochs = checked["progressive_size"], checked["progressive_epochs"]
+    if size is None:
+        if epochs:
+            _fail("progressive_epochs", "needs progressive_size (null here): the epochs "
+                  "trained small need a size", epochs, source_of("progressive_epochs"))
+        return
+    if size >= checked["image_size"] or checked["image_size"] % size:
+        over("progressive_size", "image_size",
+             "must be a whole fraction of {other} ({limit}), e.g. half of it")
+    if not epochs:
+        _fail("progressive_size", "does nothing with progressive_epochs 0: give the epochs "
+              "to train at this size, or null", size, source_of("progressive_size"))
+    if epochs >= checked["epoch_size"]:
+        over("progressive_epochs", "epoch_size",
+             "must be less than {other} ({limit}): the last epoch trains at image_size")
 
 
 # --------------------------------------------------------------------------- devices

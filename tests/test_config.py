@@ -187,6 +187,23 @@ def test_fields_that_depend_on_each_other(overrides, key):
         load_config("smoke", overrides)
 
 
+FRACTION = "progressive_size: must be a whole fraction of image_size (32, from configs/smoke.yaml)"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"progressive_size": 24}, FRACTION), ({"progressive_size": 32}, FRACTION),
+    ({"progressive_size": 16}, "progressive_size: does nothing with progressive_epochs 0"),
+    ({"progressive_epochs": 1}, "progressive_epochs: needs progressive_size (null here)"),
+    ({"progressive_size": 16, "progressive_epochs": 3},
+     "progressive_epochs: must be less than epoch_size (3, from configs/smoke.yaml)"),
+])
+def test_progressive_resizing_is_checked_against_the_size_and_the_epochs(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config("smoke", overrides)
+    assert load_config("smoke", {"progressive_size": 16, "progressive_epochs": 2}) \
+        .progressive_size == 16
+
+
 def test_conflict_names_where_each_side_came_from():
     with pytest.raises(ConfigError) as info:
         load_config("gpu", {"epoch_size": 3})

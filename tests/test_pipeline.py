@@ -160,6 +160,8 @@ def test_bad_arguments_name_the_argument(kwargs, word):
     ({"image_size": -3}, "image_size"), ({"num_samples": True}, "num_samples"),
     ({"shard_id": 0}, "num_shards and shard_id"), ({"num_shards": 2, "shard_id": 2}, "shard_id"),
     ({"seed": 1.5}, "seed"), ({"source": "tfrecord"}, "source"),
+    ({"progressive": (24, 1)}, "whole fraction of image_size 32"),
+    ({"progressive": (16, 0)}, "progressive epochs"),
 ])
 def test_options_are_checked_when_made(kwargs, word):
     """No folder needed: the options are checked before any file is read."""
@@ -223,6 +225,40 @@ def test_train_augmentation_is_a_padded_crop_maybe_flipped():
     # 80 of 81 crop offsets move the image; half the images are mirrored.
     assert shifted >= 12, f"only {shifted} of 16 images were shifted by the crop"
     assert 2 <= flipped <= 14, f"{flipped} of 16 images were flipped"
+
+
+@needs_data
+def test_progressive_resizing_shrinks_the_first_epochs_by_area():
+    """Epochs 1-2 come averaged down to 16x16 (the same batches, the same labels, each
+    pixel the mean of a 2x2 block), epoch 3 at 32x32; a resumed pipeline that starts in
+    epoch 2 (``set_init_step``) still shrinks it and stops after it."""
+    def epochs(dataset, count, skipped=0):  # num_epochs counts the skipped ones too
+        iterator = dataset.create_tuple_iterator(output_numpy=True, num_epochs=count + skipped)
+        return [[(x, y) for x, y in iterator] for _ in range(count)]
+
+    kwargs = dict(training=False, num_samples=16, seed=1)
+    plain = epochs(create_dataset(DATA_DIR, "train", 8, **kwargs), 3)
+    grown = epochs(create_dataset(DATA_DIR, "train", 8, progressive=(16, 2), **kwargs), 3)
+    for epoch, (want, got) in enumerate(zip(plain, grown)):
+        for (x, y), (small, labels) in zip(want, got):
+            np.testing.assert_array_equal(labels, y)
+            if epoch < 2:
+                assert small.shape == (8, 3, 16, 16) and small.dtype == np.float32
+                np.testing.assert_allclose(small[:, :, 3, 5], x[:, :, 6:8, 10:12].mean((2, 3)),
+                                           rtol=1e-6, atol=1e-6)
+            else:
+                np.testing.assert_array_equal(small, x)
+    resumed = create_dataset(DATA_DIR, "train", 8, progressive=(16, 2), **kwargs)
+    resumed.set_init_step(2)  # two batches per epoch: the start of epoch 2
+    second, third = epochs(resumed, 2, skipped=1)
+    assert [x.shape[-1] for x, _ in second + third] == [16, 16, 32, 32]
+
+
+def test_shrink_batch_needs_a_whole_factor():
+    x = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4)
+    np.testing.assert_array_equal(pipeline.shrink_batch(x, 2)[0, 0], [[2.5, 4.5], [10.5, 12.5]])
+    with pytest.raises(PipelineError, match="4x4 images down to 3x3"):
+        pipeline.shrink_batch(x, 3)
 
 
 # --------------------------------------------------------------------------- sizes

@@ -172,6 +172,11 @@ class PipelineOptions:
     side of :func:`msresnet.data.splits.hold_out`: shuffled afresh each epoch when
     shuffling, else in the given order; with shards, shard ``k`` takes every
     ``num_shards``-th index from ``k`` (cut to equal sizes). See :func:`subset_sampler`."""
+    progressive: tuple[int, int] | None = None
+    """Progressive resizing, ``(size, epochs)``: the batches of the first ``epochs``
+    epochs are averaged down to ``size`` x ``size`` (:func:`shrink_batch`; ``size``
+    a whole fraction of ``image_size``); later epochs keep ``image_size``. None: every
+    epoch at ``image_size``."""
     checked: bool = False
     """The folder was validated already (a run's :class:`msresnet.data.source.DataSource`
     did, once), so it is not again."""
@@ -192,6 +197,13 @@ class PipelineOptions:
             raise PipelineError(f"seed must be a non-negative int or None, got {seed!r}")
         if self.source not in SOURCES:
             raise PipelineError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.progressive is not None:
+            size, epochs = self.progressive
+            _positive("progressive size", size, allow_none=False)
+            _positive("progressive epochs", epochs, allow_none=False)
+            if size >= self.image_size or self.image_size % size:
+                raise PipelineError(f"progressive size must be a whole fraction of image_size "
+                                    f"{self.image_size}, got {size}")
 
 
 OPTION_NAMES = tuple(option.name for option in fields(PipelineOptions))
@@ -237,7 +249,40 @@ def create_dataset(dataset_dir: str | os.PathLike, usage: str = "train", batch_s
     data = cast_labels(data, workers)
     data = data.map(operations=image_transforms(training, chosen.image_size),
                     input_columns="image", num_parallel_workers=workers)
-    return data.batch(batch_size, drop_remainder=training, num_parallel_workers=workers)
+    if chosen.progressive is None:
+        return data.batch(batch_size, drop_remainder=training, num_parallel_workers=workers)
+    return data.batch(batch_size, drop_remainder=training, num_parallel_workers=workers,
+                      per_batch_map=_ProgressiveBatches(*chosen.progressive),
+                      input_columns=["image", "label"])
+
+
+def shrink_batch(images: np.ndarray, size: int) -> np.ndarray:
+    """``(N, C, H, W)`` images averaged down to ``size`` x ``size`` by whole blocks of
+    pixels (area downsampling: each output pixel the mean of an ``H/size`` square), the
+    same as ``Resize`` with ``Inter.AREA`` for a whole factor, in one NumPy reshape."""
+    n, c, h, w = images.shape
+    if h % size or w % size:
+        raise PipelineError(f"cannot average {h}x{w} images down to {size}x{size}: "
+                            "not a whole factor")
+    blocks = images.reshape(n, c, size, h // size, size, w // size)
+    return blocks.mean(axis=(3, 5), dtype=np.float32)
+
+
+class _ProgressiveBatches:
+    """``batch``'s per-batch map for progressive resizing: shrinks the batches of the
+    first ``epochs`` epochs. MindSpore passes the epoch in ``BatchInfo``, counted from
+    0 and kept right when a resumed run fast-forwards with ``set_init_step``, so the
+    size follows the epoch wherever the run starts (measured with MindSpore 2.10)."""
+
+    def __init__(self, size: int, epochs: int) -> None:
+        self.size, self.epochs = size, epochs
+
+    def __call__(self, images: list[np.ndarray], labels: list[np.ndarray],
+                 info: Any) -> tuple[np.ndarray, np.ndarray]:
+        batch = np.stack(images)
+        if info.get_epoch_num() < self.epochs:
+            batch = shrink_batch(batch, self.size)
+        return batch, np.stack(labels)
 
 
 def cap_global_workers(workers: int) -> None:

@@ -104,6 +104,12 @@ ROWS: tuple[Row, ...] = (
     Row("lr-0.2", "peak learning rate 0.2", {"lr_max": 0.2}),
     Row("batch-128", "batch 128 with peak 0.2 (batch and rate scaled together)",
         {"batch_size": 128, "lr_max": 0.2}),
+    Row("progressive-16", "progressive resizing: epochs 1-2 at 16x16, epoch 3 at 32x32 "
+        "(the same images, fewer pixels)", {"progressive_size": 16, "progressive_epochs": 2}),
+    Row("progressive-16-4ep", "progressive resizing for about the recipe's time: "
+        "4 epochs, 1-3 at 16x16, the 4th at 32x32",
+        {"epoch_size": 4, "valid_frequency": 4, "progressive_size": 16,
+         "progressive_epochs": 3}),
 )
 BY_NAME = {row.name: row for row in ROWS}
 

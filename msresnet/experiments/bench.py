@@ -59,6 +59,7 @@ class BenchSettings:
     seed: int = 1
     threads: int | None = None    # CPU kernel threads (op_tuning.threads_num); None: MindSpore's
     jit_level: str | None = None  # graph compile level O0/O1/O2 (jit_config); None: default
+    graph_kernel: bool = False    # AKG graph-kernel fusion (needs the `decorator` package)
 
 
 @dataclass
@@ -161,6 +162,10 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
         mindspore.device_context.cpu.op_tuning.threads_num(settings.threads)
     if settings.jit_level is not None:
         mindspore.set_context(jit_config={"jit_level": settings.jit_level})
+    if settings.graph_kernel:
+        # Deprecated in 2.10 in favour of jit_level O1, which on the CPU does not
+        # call AKG: this flag is the one way left to measure AKG's fused kernels.
+        mindspore.set_context(enable_graph_kernel=True)
     mindspore.set_seed(settings.seed)
     net = resnet50(num_classes=settings.num_classes, stem=settings.stem)
     step = make_train_step(net)
@@ -187,6 +192,8 @@ def _worker_command(settings: BenchSettings, mode: str, isa: str) -> list[str]:
         command += ["--threads", str(settings.threads)]
     if settings.jit_level is not None:
         command += ["--jit-level", settings.jit_level]
+    if settings.graph_kernel:
+        command += ["--graph-kernel"]
     return command
 
 
@@ -227,7 +234,8 @@ def format_table(report: dict) -> str:
     s = report["settings"]
     header = (f"ResNet50 training step, batch {s['batch_size']}, {s['image_size']}x{s['image_size']}, "
               f"stem {s['stem']}, {s['steps']} timed steps after {s['warmup']} warm-up, "
-              f"threads {s.get('threads') or 'default'}, jit level {s.get('jit_level') or 'default'}")
+              f"threads {s.get('threads') or 'default'}, jit level {s.get('jit_level') or 'default'}"
+              + (", AKG graph kernels" if s.get("graph_kernel") else ""))
     lines = [header,
              f"{'mode':<9} {'ONEDNN_MAX_CPU_ISA':<19} {'ms/step':>9} {'images/s':>9} "
              f"{'first step s':>12} {'speed-up':>8}"]
@@ -268,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jit-level", default=None, choices=("O0", "O1", "O2"),
                         help="graph compile level (set_context(jit_config=...)); default: "
                              "MindSpore's")
+    parser.add_argument("--graph-kernel", action="store_true",
+                        help="AKG graph-kernel fusion (set_context(enable_graph_kernel=True); "
+                             "needs the `decorator` package, not a dependency of the book)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per combination")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -280,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = BenchSettings(batch_size=args.batch_size, image_size=args.image_size, stem=args.stem,
                              num_classes=args.num_classes, steps=args.steps, warmup=args.warmup,
                              device_target=args.device_target, seed=args.seed,
-                             threads=args.threads, jit_level=args.jit_level)
+                             threads=args.threads, jit_level=args.jit_level,
+                             graph_kernel=args.graph_kernel)
     modes, isas = _csv(args.modes), _csv(args.isa)
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:

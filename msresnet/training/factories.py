@@ -82,10 +82,18 @@ def make_datasets(config: Config, rank: RankInfo = RankInfo(), source: DataSourc
                               num_samples=config.train_samples, seed=config.seed,
                               indices=source.train_indices, image_size=config.image_size,
                               num_workers=config.num_workers, checked=True,
+                              progressive=progressive(config),
                               **rank.shard_kwargs())
     if not source.valid_split:
         return train_ds, make_test_dataset(config, source=source)
     return train_ds, make_valid_dataset(config, source=source)
+
+
+def progressive(config: Config) -> tuple[int, int] | None:
+    """The pipeline's ``(size, epochs)`` of progressive resizing, or None."""
+    if config.progressive_size is None:
+        return None
+    return config.progressive_size, config.progressive_epochs
 
 
 def make_valid_dataset(config: Config, batch_size: int | None = None, *,
