@@ -3,7 +3,7 @@
 # one host within the same hour, the unchanged step measured three times (first,
 # middle, last) so its spread is the noise a lever must beat. Run from the
 # repository root on an idle machine, with the project's Python first on PATH
-# (about 10 minutes on 2 cores). graph-kernel needs the `decorator` package (AKG
+# (about 4 minutes on 2 cores). graph-kernel needs the `decorator` package (AKG
 # imports it; not a dependency of the book): pip install --target DIR decorator
 # and DECORATOR_DIR=DIR. pytorch needs a PyTorch environment: TORCH_PYTHON=...
 set -euo pipefail
