@@ -1,8 +1,11 @@
 """Choose MindSpore's fast convolution path on x86 CPUs.
 
-MindSpore's CPU kernels use oneDNN. On AVX-512 machines (the AMD EPYC hosts this
-book is tested on) oneDNN picks a plain-layout AVX-512 convolution that is about
-30x slower than its AVX2 path for ResNet-sized convolutions. Capping the ISA with
+MindSpore's CPU kernels use oneDNN, and MindSpore hands it plain NCHW layouts. On
+AVX-512 machines (the Intel Xeon some of the book's runs were recorded on; the AMD
+EPYC test host has AVX2 only) oneDNN then runs its reference convolution, 40-100x
+slower per convolution than the im2col + GEMM path it takes under AVX2, and the
+whole training step about 8x slower (``results/budget/throughput/isa.json``; the
+troubleshooting page's oneDNN section shows the log). Capping the ISA with
 ``ONEDNN_MAX_CPU_ISA=AVX2`` restores the fast path. oneDNN reads the variable
 once, when MindSpore runs its first operator, so it must be set before that:
 importing :mod:`msresnet` sets it (unless you already did), which is why the

@@ -81,3 +81,20 @@ def test_format_table_shows_speedup():
                    "images_per_s": 8.0, "first_step_s": 20.0}]}
     table = bench.format_table(report)
     assert "10.0x" in table and "default (unset)" in table
+
+
+def test_graph_kernel_reaches_the_worker_and_the_table():
+    """AKG fusion is a setting of the worker process, like the ISA: the parent passes
+    it on, and the report says it was on (timing it needs the `decorator` package,
+    which the book does not install; results/budget/levers/ has the measurement)."""
+    settings = bench.BenchSettings(graph_kernel=True)
+    assert "--graph-kernel" in bench._worker_command(settings, "graph", "AVX2")
+    assert "--graph-kernel" not in bench._worker_command(bench.BenchSettings(), "graph", "AVX2")
+    args = bench.build_parser().parse_args(["--graph-kernel"])
+    assert args.graph_kernel is True
+    report = {"settings": bench.asdict(settings), "results": [
+        {"mode": "graph", "isa": "AVX2", "isa_env": "AVX2", "ms_per_step": 1.0,
+         "images_per_s": 32.0, "first_step_s": 1.0}],
+        "machine": {"cpu": "test", "cpu_count": 2, "mindspore": "x",
+                    "load_average_before": None, "load_average_after": None}}
+    assert bench.format_table(report).splitlines()[0].endswith(", AKG graph kernels")
