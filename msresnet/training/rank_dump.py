@@ -20,7 +20,8 @@ reading the files back and analysing them (which image came from where, shard
 overlap, parameter comparison, single-process replays) is :mod:`msresnet.jobs.rank_analysis`.
 
 For debugging and teaching only: it copies every image to host memory, and the
-image recovery assumes ``image_size`` 32 (no resize). In dataset sink mode
+image recovery assumes ``image_size`` 32 (no resize, no ``progressive_size``:
+the stacked batches of one run must share a shape). In dataset sink mode
 (GPU/Ascend) MindSpore does not hand the step's batch to callbacks, so only the
 parameters and losses are recorded there.
 """
