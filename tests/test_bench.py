@@ -98,3 +98,23 @@ def test_graph_kernel_reaches_the_worker_and_the_table():
         "machine": {"cpu": "test", "cpu_count": 2, "mindspore": "x",
                     "load_average_before": None, "load_average_after": None}}
     assert bench.format_table(report).splitlines()[0].endswith(", AKG graph kernels")
+
+
+def test_report_rows_flatten_every_recorded_report(tmp_path):
+    """One row per result of every report in a folder, named by its file; settings a
+    report leaves out (threads, jit level) read as MindSpore's defaults."""
+    def report(settings, *speeds):
+        return {"settings": {"batch_size": 64, "image_size": 32, **settings},
+                "machine": {"cpu": "test CPU"},
+                "results": [{"mode": "graph", "isa": isa, "images_per_s": v,
+                             "ms_per_step": 64000 / v, "first_step_s": 5.0}
+                            for isa, v in speeds]}
+    (tmp_path / "isa.json").write_text(json.dumps(report({}, ("AVX2", 80.0), ("default", 10.0))))
+    (tmp_path / "jit-O2.json").write_text(json.dumps(report({"jit_level": "O2"}, ("AVX2", 82.0))))
+    (tmp_path / "notes.txt").write_text("not a report")
+    rows = bench.report_rows(tmp_path)
+    assert [(r["file"], r["isa"], r["jit"], r["images/s"]) for r in rows] == [
+        ("isa", "AVX2", "default", 80.0), ("isa", "default", "default", 10.0),
+        ("jit-O2", "AVX2", "O2", 82.0)]
+    assert rows[0]["ms/step"] == 800.0 and rows[0]["threads"] == "default"
+    assert {r["cpu"] for r in rows} == {"test CPU"}

@@ -249,6 +249,25 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def report_rows(folder: str | os.PathLike[str]) -> list[dict]:
+    """Every result of every report (``*.json``, as ``--json`` writes them) in
+    ``folder``, one flat dict each: the file's stem, the machine's CPU, the settings
+    that vary between reports and the timings. Chapter 10 tables and compares the
+    recorded reports through this, whichever folder they are in."""
+    rows = []
+    for path in sorted(Path(folder).glob("*.json")):
+        report = json.loads(path.read_text())
+        s = report["settings"]
+        for r in report["results"]:
+            rows.append({"file": path.stem, "cpu": report["machine"]["cpu"],
+                         "isa": r["isa"], "mode": r["mode"], "batch": s["batch_size"],
+                         "size": s["image_size"], "threads": s.get("threads") or "default",
+                         "jit": s.get("jit_level") or "default",
+                         "images/s": r["images_per_s"], "ms/step": r["ms_per_step"],
+                         "first step s": r["first_step_s"]})
+    return rows
+
+
 def _csv(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
