@@ -337,11 +337,12 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
     # max pool, three stride-2 stages; cifar stem: the three stages only, /8). With one
     # image of 1x1 a batch, BatchNorm has one value per channel: the unbiased variance
     # it adds to moving_variance divides by n - 1 = 0 and turns it into NaN (measured).
-    smallest = checked["progressive_size"] or checked["image_size"]
-    side = math.ceil(smallest / (32 if checked["stem"] == "imagenet" else 8))
+    # The smallest input decides: progressive resizing's early epochs when it is on.
+    size_key = "progressive_size" if checked["progressive_size"] else "image_size"
+    side = math.ceil(checked[size_key] / (32 if checked["stem"] == "imagenet" else 8))
     if checked["batch_size"] * side * side < 2:
-        _fail("batch_size", f"must be at least 2 with stem {checked['stem']!r} at image_size "
-              f"{smallest}: the last stage's feature map is {side}x{side}, so "
+        _fail("batch_size", f"must be at least 2 with stem {checked['stem']!r} at {size_key} "
+              f"{checked[size_key]}: the last stage's feature map is {side}x{side}, so "
               "BatchNorm would see one value per channel and its moving variance would become "
               "NaN (use batch_size 2, a larger image_size or stem 'cifar')",
               checked["batch_size"], source_of("batch_size"))

@@ -352,6 +352,9 @@ def test_batch_of_one_on_a_one_pixel_last_stage_is_refused() -> None:
         load_config("smoke", {"batch_size": 1, "train_samples": 1})
     assert load_config("smoke", {"batch_size": 1, "train_samples": 1, "stem": "cifar"}).batch_size == 1
     assert load_config("smoke", {"batch_size": 1, "train_samples": 1, "image_size": 64}).batch_size == 1
+    with pytest.raises(ConfigError, match=r"at progressive_size 16: .* 1x1"):
+        load_config("smoke", {"batch_size": 1, "train_samples": 1, "image_size": 64,
+                              "progressive_size": 16, "progressive_epochs": 1})
 
 
 # ----------------------------------------------------------------- boolean fields

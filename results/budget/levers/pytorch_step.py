@@ -28,24 +28,20 @@ from torch import nn
 BATCH, SIZE, CLASSES, WARMUP, STEPS = 64, 32, 10, 2, 10
 
 
-def bottleneck(cin: int, width: int, cout: int, stride: int) -> nn.Module:
+class Bottleneck(nn.Module):
     """One residual block: 1x1, 3x3 (stride here), 1x1, with a projection if needed."""
-    branch = nn.Sequential(
-        nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-        nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-        nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
-    shortcut = nn.Identity() if stride == 1 and cin == cout else nn.Sequential(
-        nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.branch, self.shortcut = branch, shortcut
+    def __init__(self, cin: int, width: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.branch = nn.Sequential(
+            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width),
+            nn.ReLU(), nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.shortcut = nn.Identity() if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.relu(self.branch(x) + self.shortcut(x))
-
-    return Block()
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.branch(x) + self.shortcut(x))
 
 
 def resnet50() -> nn.Module:
@@ -55,7 +51,7 @@ def resnet50() -> nn.Module:
     for blocks, width, cout, stride in ((3, 64, 256, 1), (4, 128, 512, 2),
                                         (6, 256, 1024, 2), (3, 512, 2048, 2)):
         for i in range(blocks):
-            layers.append(bottleneck(cin, width, cout, stride if i == 0 else 1))
+            layers.append(Bottleneck(cin, width, cout, stride if i == 0 else 1))
             cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, CLASSES)]
     return nn.Sequential(*layers)
