@@ -74,6 +74,8 @@ def main(out: str) -> None:
         loss = float(value)
         times.append(time.perf_counter() - start)
     median = statistics.median(times[WARMUP:])
+    # msresnet.cpu_speed.cpu_model reads the same line, but importing msresnet would
+    # cap oneDNN at AVX2 on AVX-512 hosts for this PyTorch process too.
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor())
     record = {
