@@ -121,22 +121,108 @@ def test_nvidia_version_numbers(value, library, expected):
     assert doctor.version_number(value, library) == expected
 
 
-@pytest.mark.parametrize("found, status, summary", [
-    ({"cuda": "11.6", "cudnn": "8.5"}, "ok", "CUDA 11.6, cuDNN 8.5 (recommended with CUDA 11.6: "
-                                             "cuDNN 8.5)"),
-    ({"cuda": "12.2", "cudnn": "8.9"}, "FAIL", "CUDA 12.2 found; MindSpore's GPU kernels need "
-                                               "CUDA 11.1 or 11.6"),
-    ({"cuda": None, "cudnn": None}, "FAIL", "no CUDA runtime (libcudart) found; MindSpore's GPU "
-                                            "kernels need CUDA 11.1 or 11.6"),
-    ({"cuda": "11.1", "cudnn": "9.1"}, "FAIL", "cuDNN 9.1 found; MindSpore links cuDNN 8 "
-                                               "(libcudnn.so.8)"),
+@pytest.mark.parametrize("cuda, builds, expected", [
+    ("11.6", ["11.1", "11.6"], "11.6"), ("11.8", ["11.1", "11.6"], "11.6"),
+    ("11.4", ["11.1", "11.6"], "11.1"), ("11.8", ["11.6"], "11.6"), ("11.1", ["11.6"], None),
+    ("12.2", ["11.1", "11.6"], None), ("10.1", ["11.1", "11.6"], None), (None, ["11.6"], None),
 ])
-def test_cuda_and_cudnn_against_the_wheels_builds(found, status, summary, monkeypatch):
+def test_a_cuda_runtime_runs_the_newest_build_of_its_major_at_or_below_it(cuda, builds,
+                                                                           expected):
+    assert doctor.runnable_build(cuda, builds) == expected
+
+
+CUDA_FAIL = ("MindSpore's GPU kernels (built for CUDA 11.1, 11.6) need a CUDA 11.x runtime at "
+             "or above 11.1")
+
+
+@pytest.mark.parametrize("found, status, summary, note", [
+    ({"cuda": "11.6", "cudnn": "8.5"}, "ok", "CUDA 11.6, cuDNN 8.5 (recommended with CUDA 11.6: "
+                                             "cuDNN 8.5)", None),
+    # what the H200 had (results/gpu): a newer 11.x runs the 11.6 kernels, with a note
+    ({"cuda": "11.8", "cudnn": "8.9"}, "ok", "CUDA 11.8, cuDNN 8.9 (recommended with CUDA 11.6: "
+                                             "cuDNN 8.5)",
+     "CUDA 11.8 runs MindSpore's CUDA 11.6 kernels (minor-version compatibility)"),
+    ({"cuda": "12.2", "cudnn": "8.9"}, "FAIL", f"CUDA 12.2 found; {CUDA_FAIL}", None),
+    ({"cuda": "10.1", "cudnn": "7.6"}, "FAIL", f"CUDA 10.1 found; {CUDA_FAIL}", None),
+    ({"cuda": None, "cudnn": None}, "FAIL", f"no CUDA runtime (libcudart) found; {CUDA_FAIL}",
+     None),
+    ({"cuda": "11.1", "cudnn": "9.1"}, "FAIL", "cuDNN 9.1 found; MindSpore links cuDNN 8 "
+                                               "(libcudnn.so.8)", None),
+])
+def test_cuda_and_cudnn_against_the_wheels_builds(found, status, summary, note, monkeypatch):
     monkeypatch.setattr(doctor, "cuda_found", lambda: dict(found))
     check = doctor.check_cuda(["11.1", "11.6"])
     assert (check.status, check.summary) == (status, summary)
+    assert check.notes == ([note] if note else [])
     if status == "FAIL":
         assert check.fix.startswith("install CUDA 11.6 with cuDNN 8.5")
+
+
+def test_nccl_is_looked_for_beside_the_gpu_plugin_mindspore_loaded(tmp_path, monkeypatch):
+    """The wheel's NCCL lives in plugin/gpu<build>/ of the plugin that was loaded: with
+    CUDA 11.8 found, that is gpu11.6/, not gpu11.8/ (the false FAIL of issue 35)."""
+    plugin = tmp_path / "site" / "mindspore" / "lib" / "plugin"
+    maps = tmp_path / "maps"
+    maps.write_text(f"7f00-7f01 r--p 00000000 00:2a 1 /usr/lib/libc.so.6\n"
+                    f"7f02-7f03 r-xp 00000000 00:2a 2 {plugin}/libmindspore_gpu.so.11.6\n")
+    assert doctor.loaded_gpu_plugin(maps) == (plugin, "11.6")
+    monkeypatch.setattr(doctor, "PROC_MAPS", maps)
+    name, library = doctor.collective_library("GPU", tmp_path / "elsewhere", "11.8")
+    assert (name, library) == ("NCCL", plugin / "gpu11.6" / "libnccl.so.2")
+    # before MindSpore loaded a plugin: the build the CUDA runtime runs
+    monkeypatch.setattr(doctor, "PROC_MAPS", tmp_path / "no-maps")
+    assert doctor.loaded_gpu_plugin() is None
+    _, library = doctor.collective_library("GPU", tmp_path / "ms", "11.6")
+    assert library == tmp_path / "ms" / "lib" / "plugin" / "gpu11.6" / "libnccl.so.2"
+
+
+@pytest.mark.parametrize("failing, speed", [
+    ("toolkit", "ok"), ("msrun", "ok"),  # versions and files: the timed steps still run
+    ("device", "skip"), ("data", "skip"), ("mindspore", "skip"),
+])
+def test_only_what_the_timed_steps_cannot_run_without_skips_them(failing, speed, monkeypatch):
+    def check(name):
+        return doctor.Check(name, doctor.FAIL if name == failing else doctor.OK, name, "fix",
+                            {"train_images": 64} if name == "data" else {})
+    monkeypatch.setattr(doctor, "check_mindspore", lambda: (check("mindspore"), object()))
+    monkeypatch.setattr(doctor, "check_device", lambda config, ms: check("device"))
+    monkeypatch.setattr(doctor, "check_toolkit", lambda *args: check("toolkit"))
+    monkeypatch.setattr(doctor, "check_msrun", lambda *args: check("msrun"))
+    monkeypatch.setattr(doctor, "check_data", lambda config: check("data"))
+    monkeypatch.setattr(doctor, "check_speed", lambda *args: check("speed"))
+    checks = list(doctor.diagnose(load_config("gpu"), 2, 8))
+    assert [c.name for c in checks] == ["mindspore", "device", "toolkit", "msrun", "data",
+                                        "speed"]
+    assert checks[-1].status == speed
+
+
+O3_RECORD = REPO / "results" / "gpu" / "h200-2026-12-04" / "doctor_gpu_O3.json"
+
+
+def test_a_kernel_rejected_at_o3_is_mindsporess_own_line_with_the_fix(monkeypatch):
+    """The error MindSpore raised on the H200 (kept in the record's traceback) becomes
+    one line, its own words, and the fix names O2."""
+    record = json.loads(O3_RECORD.read_text())
+    traceback_text = record["checks"][-1]["details"]["traceback"]
+    message = traceback_text.split("TypeError: ", 1)[1]
+    assert message.lstrip().startswith("-----")  # MindSpore's framing, not the message
+    line = doctor.mindspore_line(message)
+    assert line == "Select GPU operator[BatchNorm] fail! Unsupported data type!"
+    config = load_config("gpu", {"amp_level": "O3"})
+    assert doctor.fix_for(line, config).startswith(
+        "amp_level O3 casts BatchNorm's scale, bias, mean and variance to float16")
+    assert doctor.fix_for("something else", config) == doctor.GENERIC_FIX
+
+    def rejected(*args):
+        raise TypeError(message)
+    monkeypatch.setattr(doctor, "timed_run", rejected)
+    check = doctor.check_speed(config, 5, 32, 50_000)
+    assert check.line() == (
+        "FAIL  speed: training steps failed: TypeError: Select GPU operator[BatchNorm] fail! "
+        "Unsupported data type!; amp_level O3 casts BatchNorm's scale, bias, mean and variance "
+        "to float16 and MindSpore's GPU BatchNorm takes them in float32 only: use amp_level O2 "
+        "(float16 with BatchNorm in float32), e.g. --amp_level O2")
+    assert record["checks"][-1]["summary"] + "; " + record["checks"][-1]["fix"] in check.line()
 
 
 def test_cann_version_is_read_as_mindspore_reads_it(tmp_path):

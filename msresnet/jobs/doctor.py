@@ -41,6 +41,7 @@ import platform
 import re
 import shutil
 import sys
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,9 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
-from msresnet.config import Config, load_config
+from msresnet.config import AMP_LEVELS, Config, load_config
 from msresnet.cpu_speed import cpu_model
-from msresnet.data.cifar10 import DatasetError, dataset_folder, split_counts, validate
+from msresnet.data.cifar10 import (TEST_IMAGES, DatasetError, dataset_folder, split_counts,
+                                   validate)
 from msresnet.data.source import choose_data_dir
 from msresnet.jobs.launch import MSRUN_MODULE
 from msresnet.paths import REPO_ROOT, in_repo
@@ -291,23 +293,51 @@ def cuda_found() -> dict[str, Any]:
     return found
 
 
+def parse_version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def runnable_build(cuda: str | None, builds: Sequence[str]) -> str | None:
+    """The build of MindSpore's GPU kernels a CUDA runtime ``cuda`` runs: the newest
+    one of the same major version at or below it (CUDA's minor-version
+    compatibility: a CUDA 11.8 runtime runs code built with CUDA 11.6, not the
+    other way round, and never across a major version). None: no build runs."""
+    if cuda is None:
+        return None
+    found = parse_version(cuda)
+    usable = [b for b in builds if parse_version(b)[0] == found[0] and parse_version(b) <= found]
+    return max(usable, key=parse_version, default=None)
+
+
 def check_cuda(builds: Sequence[str]) -> Check:
-    """CUDA and cuDNN against the versions the wheel's GPU kernels were built for."""
+    """CUDA and cuDNN against the versions the wheel's GPU kernels were built for.
+
+    Any CUDA 11.x runtime at or above a build runs it (measured: the CUDA 11.6
+    plugin trained on CUDA 11.8's libraries on an H200, ``results/gpu/``), so a newer
+    minor version is a note, not a failure; another major version is a failure."""
     found = cuda_found()
-    details = {**found, "needed_cuda": list(builds), "recommended_cudnn": CUDNN_FOR_CUDA}
+    build = runnable_build(found["cuda"], builds)
+    details = {**found, "needed_cuda": list(builds), "runs_build": build,
+               "recommended_cudnn": CUDNN_FOR_CUDA}
     newest = builds[-1] if builds else "11.6"
     fix = (f"install CUDA {newest} with cuDNN {CUDNN_FOR_CUDA.get(newest, '8')} and put it "
            "first on LD_LIBRARY_PATH (book: Setup, Add an NVIDIA GPU)")
-    if found["cuda"] not in builds:
+    if build is None:
         what = f"CUDA {found['cuda']}" if found["cuda"] else "no CUDA runtime (libcudart)"
-        return Check("toolkit", FAIL, f"{what} found; MindSpore's GPU kernels need CUDA "
-                     f"{' or '.join(builds)}", fix, details)
+        oldest = min(builds, key=parse_version) if builds else "11.6"
+        return Check("toolkit", FAIL, f"{what} found; MindSpore's GPU kernels (built for CUDA "
+                     f"{', '.join(builds)}) need a CUDA {oldest.split('.')[0]}.x runtime at "
+                     f"or above {oldest}", fix, details)
     if not found["cudnn"] or not found["cudnn"].startswith("8."):
         return Check("toolkit", FAIL, f"cuDNN {found['cudnn'] or 'not'} found; MindSpore "
                      "links cuDNN 8 (libcudnn.so.8)", fix, details)
+    notes = []
+    if build != found["cuda"]:
+        notes.append(f"CUDA {found['cuda']} runs MindSpore's CUDA {build} kernels "
+                     "(minor-version compatibility)")
     return Check("toolkit", OK, f"CUDA {found['cuda']}, cuDNN {found['cudnn']} (recommended "
-                 f"with CUDA {found['cuda']}: cuDNN {CUDNN_FOR_CUDA.get(found['cuda'])})",
-                 details=details)
+                 f"with CUDA {build}: cuDNN {CUDNN_FOR_CUDA.get(build)})", details=details,
+                 notes=notes)
 
 
 def cann_home() -> Path:
@@ -354,11 +384,31 @@ def check_toolkit(config: Config, device_ok: bool, wheel: dict[str, Any]) -> Che
 
 
 # --------------------------------------------------------------------------- msrun
-def collective_library(target: str, ms_dir: Path, cuda: str | None) -> tuple[str, Path]:
-    """The library an 8-card run's all-reduce loads: the wheel's NCCL for the CUDA
-    found, or CANN's HCCL."""
+PROC_MAPS = Path("/proc/self/maps")
+"""The libraries this process has loaded (Linux): where MindSpore's GPU plugin is."""
+GPU_PLUGIN = re.compile(r"(\S*/plugin)/libmindspore_gpu\.so\.(\d+\.\d+)$")
+
+
+def loaded_gpu_plugin(maps: Path | None = None) -> tuple[Path, str] | None:
+    """The folder and CUDA version of the GPU plugin MindSpore loaded in this process
+    (``.../lib/plugin/libmindspore_gpu.so.11.6``; ``maps``: :data:`PROC_MAPS`), or
+    None before it loaded one."""
+    with contextlib.suppress(OSError):
+        for line in (maps or PROC_MAPS).read_text().splitlines():
+            found = GPU_PLUGIN.search(line.strip())
+            if found:
+                return Path(found.group(1)), found.group(2)
+    return None
+
+
+def collective_library(target: str, ms_dir: Path, build: str | None) -> tuple[str, Path]:
+    """The library an 8-card run's all-reduce loads: the NCCL beside the GPU plugin
+    MindSpore loaded (``plugin/gpu<its CUDA build>/``, whatever CUDA runtime runs it),
+    or CANN's HCCL."""
     if target == "GPU":
-        return "NCCL", ms_dir / "lib" / "plugin" / f"gpu{cuda}" / "libnccl.so.2"
+        plugin = loaded_gpu_plugin()
+        folder, build = plugin if plugin else (ms_dir / "lib" / "plugin", build)
+        return "NCCL", folder / f"gpu{build}" / "libnccl.so.2"
     return "HCCL", cann_home() / "lib64" / "libhccl.so"
 
 
@@ -380,10 +430,13 @@ def check_msrun(config: Config, device_ok: bool, ms: Any) -> Check:
                      details=details)
     if not device_ok or ms is None:
         return _skip("msrun", f"a working {target}")
-    cuda = cuda_found()["cuda"] if target == "GPU" else None
-    if target == "GPU" and cuda is None:
-        return _skip("msrun", "a CUDA runtime (the toolkit line)")
-    name, library = collective_library(target, Path(ms.__file__).parent, cuda)
+    build = None
+    if target == "GPU":
+        builds = wheel_facts(Path(ms.__file__).parent)["cuda_builds"]
+        build = runnable_build(cuda_found()["cuda"], builds)
+        if build is None and loaded_gpu_plugin() is None:
+            return _skip("msrun", "a CUDA runtime that runs MindSpore's kernels (the toolkit line)")
+    name, library = collective_library(target, Path(ms.__file__).parent, build)
     details[name] = str(library)
     if not library.is_file():
         return Check("msrun", FAIL, f"{where}; no {name} at {library}",
@@ -415,30 +468,45 @@ def check_data(config: Config) -> Check:
 
 # --------------------------------------------------------------------------- speed
 def timed_run(config: Config, steps: int, batch_size: int) -> dict[str, Any]:
-    """Two epochs of ``steps`` steps of the profile's training on its device.
+    """Two epochs of ``steps`` steps of the profile's training on its device, then
+    validation on as many images, twice.
 
-    The network, optimizer, mixed precision, loss scale and data pipeline come from
+    The network, optimizer, mixed precision, loss scale and data pipelines come from
     :mod:`msresnet.training.factories`, the loop is ``Model.train`` (with data sink
     off the CPU, as training runs it) and the clock is training's own
     :class:`~msresnet.training.callbacks.EpochHistory`. The first epoch compiles
-    the graph; the second is the steady speed a long run would see.
+    the graph; the second is the steady speed a long run would see. Validation
+    compiles a graph of its own (BatchNorm in inference mode), which can fail where
+    training's did not: at O3 on a GPU, MindSpore 2.10 trains and then rejects the
+    first validation (``results/gpu/``), so the doctor runs it as training does
+    (``Model.eval``, no data sink); its first pass compiles, the second is timed.
     """
     from msresnet.training.callbacks import EpochHistory
     from msresnet.training.factories import make_datasets, make_model, set_context
 
-    short = dataclasses.replace(config, batch_size=batch_size, train_samples=steps * batch_size)
+    images = steps * batch_size
+    # validation reads the held-out images, or the test set when none are held out
+    evaluated = min(images, config.valid_split or TEST_IMAGES)
+    short = dataclasses.replace(config, batch_size=batch_size, train_samples=images,
+                                eval_samples=evaluated)
     set_context(short)
-    train_ds, _ = make_datasets(short)
+    train_ds, eval_ds = make_datasets(short)
     steps_per_epoch = train_ds.get_dataset_size()
     _, _, model, lr = make_model(short, steps_per_epoch)
     history = EpochHistory(None, lr, batch_size)
     model.train(2, train_ds, callbacks=[history], dataset_sink_mode=short.device_target != "CPU")
     first, timed = history.records[:2]
+    clock = []
+    for _ in range(2):
+        start = time.perf_counter()
+        model.eval(eval_ds, dataset_sink_mode=False)
+        clock.append(time.perf_counter() - start)
     return {"steps": steps_per_epoch, "batch_size": batch_size,
             "first_epoch_seconds": first["train_seconds"], "seconds": timed["train_seconds"],
             "images_per_second": timed["images_per_second"],
             "ms_per_step": round(1000 * timed["train_seconds"] / steps_per_epoch, 1),
-            "train_loss": timed["train_loss"]}
+            "train_loss": timed["train_loss"], "first_eval_seconds": round(clock[0], 2),
+            "eval_images_per_second": round(evaluated / clock[1], 1)}
 
 
 def projection(config: Config, images_per_second: float, images: int) -> dict[str, Any]:
@@ -476,6 +544,37 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+KNOWN_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Select GPU operator\[BatchNorm\] fail"),
+     "amp_level {amp_level} casts BatchNorm's scale, bias, mean and variance to float16 "
+     "and MindSpore's GPU BatchNorm takes them in float32 only: use amp_level O2 "
+     "(float16 with BatchNorm in float32), e.g. --amp_level O2"),
+)
+"""Failures of the timed steps whose cause is known, and what to do about each
+(measured on an H200 with MindSpore 2.10: ``results/gpu/``)."""
+GENERIC_FIX = "see the book's troubleshooting page; the traceback is in --json"
+
+
+def mindspore_line(message: str) -> str:
+    """The line of an error that says what went wrong: MindSpore frames its errors
+    with rules (``-----``) and headings (``- Kernel select failed:``); the first line
+    that is neither, cut after its first two sentences (the rest lists data types)."""
+    for line in message.splitlines():
+        text = line.strip().strip("-").strip()
+        if text and not text.endswith(":"):
+            sentences = re.split(r"(?<=[!.])\s+", text)
+            return " ".join(sentences[:2])
+    return message.strip() or "no message"
+
+
+def fix_for(line: str, config: Config) -> str:
+    """What to do about a failure of the timed steps, where its cause is known."""
+    for pattern, fix in KNOWN_FAILURES:
+        if pattern.search(line):
+            return fix.format(amp_level=config.amp_level)
+    return GENERIC_FIX
+
+
 def check_speed(config: Config, steps: int, batch_size: int, images: int) -> Check:
     """Time the profile's training step here and project the whole run from it."""
     from msresnet.experiments.bench import load_average
@@ -485,15 +584,16 @@ def check_speed(config: Config, steps: int, batch_size: int, images: int) -> Che
         timing = timed_run(config, steps, batch_size)
         timing["load_average"] = [before, load_average()]
     except Exception as err:  # noqa: BLE001 - report what a run would hit, as one line
-        first = (str(err).strip().splitlines() or [""])[0]
-        return Check("speed", FAIL, f"training steps failed: {type(err).__name__}: {first}",
-                     "see the book's troubleshooting page; the traceback is in --json",
-                     {"traceback": traceback.format_exc()})
+        said = mindspore_line(str(err))
+        return Check("speed", FAIL, f"training steps failed: {type(err).__name__}: {said}",
+                     fix_for(said, config), {"traceback": traceback.format_exc()})
     plan = projection(config, timing["images_per_second"], images)
     cited = cited_figures(config)
     load = timing["load_average"]
     notes = [f"timed {timing['steps']} steps after {timing['steps']} that compiled the graph "
              f"({duration(timing['first_epoch_seconds'])})",
+             f"validation: {timing['eval_images_per_second']:.0f} images/s, after a first pass "
+             f"that compiled its graph ({duration(timing['first_eval_seconds'])})",
              f"load average before/after: {load[0] and load[0][0]} / {load[1] and load[1][0]} "
              f"on {len(os.sched_getaffinity(0))} cores (other work slows these figures)",
              f"projected: {plan['steps_per_epoch']} steps of batch {config.batch_size} per epoch, "
@@ -522,8 +622,10 @@ def diagnose(config: Config, steps: int, batch_size: int) -> Iterator[Check]:
     found = [build, device, check_toolkit(config, device_ok, build.details),
              check_msrun(config, device_ok, ms), check_data(config)]
     yield from found[2:]
-    if any(check.status == FAIL for check in found):
-        yield _skip("speed", "every check above to pass")
+    # The toolkit and msrun lines are versions and files: the timed steps are the
+    # real test of them, so only what the steps cannot run without skips them.
+    if any(check.status == FAIL for check in (build, device, found[-1])):
+        yield _skip("speed", "MindSpore, the device and the data")
     else:
         yield check_speed(config, steps, batch_size, found[-1].details["train_images"])
 
@@ -568,6 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"(default {DEFAULT_STEPS})")
     parser.add_argument("--batch_size", type=_positive, default=None,
                         help="batch of the timed steps (default: the profile's)")
+    parser.add_argument("--amp_level", choices=AMP_LEVELS, default=None,
+                        help="mixed precision of the timed steps (default: the profile's)")
     parser.add_argument("--json", type=Path, default=None, help="write everything found here")
     return parser
 
@@ -576,7 +680,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when every check passed, 1 when one failed, 2 for a bad command line."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    config = load_config(args.profile, {"data_dir": args.data_dir} if args.data_dir else {})
+    overrides = {"data_dir": args.data_dir, "amp_level": args.amp_level}
+    config = load_config(args.profile, {k: v for k, v in overrides.items() if v is not None})
     # the folder training would read: the one given, else $MSRESNET_DATA_DIR, else the profile's
     config = dataclasses.replace(config, data_dir=choose_data_dir(config.data_dir,
                                                                   args.data_dir is not None))
