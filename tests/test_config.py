@@ -37,16 +37,17 @@ def test_profile_loads_and_takes_its_name_from_the_file(name):
     assert config.output_dir == f"runs/{name}"
 
 
-@pytest.mark.parametrize("name, target", [("gpu", "GPU"), ("ascend", "Ascend")])
-def test_gpu_and_ascend_are_the_models_repo_recipe(name, target):
+@pytest.mark.parametrize("name, target, amp", [("gpu", "GPU", "O2"), ("ascend", "Ascend", "O3")])
+def test_gpu_and_ascend_are_the_models_repo_recipe(name, target, amp):
     # official/cv/ResNet/config/resnet50_cifar10_config.yaml (mindspore-ai/models);
-    # amp O3: train.py builds ms.Model(..., amp_level="O3") for GPU and Ascend.
+    # amp: train.py builds ms.Model(..., amp_level="O3") for GPU and Ascend, which
+    # MindSpore 2.10's GPU rejects at validation (results/gpu): gpu uses O2.
     config = load_config(name)
     expected = dict(device_target=target, mode="graph", batch_size=32, epoch_size=90,
                     warmup_epochs=5, lr_schedule="poly", lr_init=0.01, lr_max=0.1,
                     lr_end=1e-5, momentum=0.9, weight_decay=1e-4, loss_scale=1024.0,
                     image_size=224, stem="imagenet", num_classes=10,
-                    save_checkpoint_epochs=5, keep_checkpoint_max=10, amp_level="O3",
+                    save_checkpoint_epochs=5, keep_checkpoint_max=10, amp_level=amp,
                     label_smoothing=0.0, seed=1, train_samples=None, eval_samples=None,
                     lr_devices=8)
     assert {key: getattr(config, key) for key in expected} == expected

@@ -1,0 +1,151 @@
+"""The GPU records (``results/gpu/``) and what the book says of them.
+
+The GPU/Ascend page's section "Measured on one GPU" quotes the H200 runs; every
+figure it quotes is computed here from the records and looked for in that section
+(and the doctor's printed lines in the page's examples), so a record that changes
+moves the page or fails this test. The ``gpu`` profile's AMP level is the one the
+records show the GPU accepting.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from msresnet.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+GPU = REPO / "results" / "gpu"
+RUN = GPU / "h200-2026-12-04"
+PAGE = (REPO / "book" / "gpu-ascend.md").read_text()
+MEASURED = " ".join(
+    PAGE[PAGE.index("(gpu-ascend-measured)="):PAGE.index("(gpu-ascend-one-gpu)=")].split())
+"""The section, its line breaks made spaces (a figure may span two lines)."""
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _checks(record: dict) -> dict[str, dict]:
+    return {check["name"]: check for check in record["checks"]}
+
+
+def _history(folder: Path) -> list[dict[str, float]]:
+    with (folder / "history.csv").open() as handle:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+def _busy(log: Path, start: str, end: str) -> list[int]:
+    """nvidia-smi dmon's SM % between two times of day."""
+    rows = [line.split() for line in log.read_text().splitlines() if not line.startswith("#")]
+    return [int(r[2]) for r in rows if len(r) > 2 and start <= r[0] <= end]
+
+
+def test_the_doctor_passed_on_the_gpu_profile_and_the_page_quotes_it():
+    record = _json(RUN / "doctor_gpu.json")
+    checks = _checks(record)
+    assert record["ok"] and record["config"]["amp_level"] == "O2"
+    assert checks["toolkit"]["notes"] == [
+        "CUDA 11.8 runs MindSpore's CUDA 11.6 kernels (minor-version compatibility)"]
+    assert "/plugin/gpu11.6/libnccl.so.2" in checks["msrun"]["summary"]
+    speed = checks["speed"]["details"]
+    rate = f"{speed['timing']['images_per_second']:.1f} images/s"
+    epoch = f"{speed['projection']['epoch_seconds']:.0f} s per epoch"
+    run = f"{speed['projection']['run_seconds'] / 60:.1f} min"
+    for figure in (rate, epoch, run):
+        assert figure in MEASURED, figure
+    # the example output on the page is the record's own lines
+    printed = (RUN / "doctor_gpu.log").read_text()
+    for line in (checks["speed"]["summary"], *checks["speed"]["notes"][:2]):
+        assert line in printed and line in PAGE, line
+
+
+def test_o3_fails_at_validation_with_mindspores_line_and_the_page_says_so():
+    checks = _checks(_json(RUN / "doctor_gpu_O3.json"))
+    speed = checks["speed"]
+    assert speed["status"] == "FAIL"
+    assert "Select GPU operator[BatchNorm] fail! Unsupported data type!" in speed["summary"]
+    assert "use amp_level O2" in speed["fix"]
+    # training passed; the first validation (Model.eval) is where it failed
+    assert "model.eval(" in speed["details"]["traceback"]
+    assert "rejects the first validation (BatchNorm)" in MEASURED
+    # the earlier session's run of the profile at O3 failed the same way
+    assert "Select GPU operator[BatchNorm] fail!" in (
+        GPU / "h200-gpu12-o2" / "gpu12o3_train.log").read_text()
+
+
+def test_the_gpu_profile_uses_the_amp_level_the_gpu_accepted():
+    assert load_config("gpu").amp_level == _json(RUN / "doctor_gpu.json")["config"]["amp_level"]
+    assert load_config("gpu").amp_level != _json(RUN / "doctor_gpu_O3.json")["config"][
+        "amp_level"]
+    assert load_config("ascend").amp_level == "O3"  # the repository's, on Ascend
+
+
+def test_one_epoch_of_the_profile_as_shipped_trained_swept_and_exported():
+    run = RUN / "train_gpu_run"
+    (epoch,) = _history(run)
+    assert f"{epoch['images_per_second']:.1f} images/s" in MEASURED
+    assert f"{epoch['train_seconds']:.0f} s training and {epoch['eval_seconds']:.0f} s " \
+           "validating" in MEASURED
+    assert f"top-1 {100 * epoch['val_top1']:.2f} %" in MEASURED
+    sweep = _json(run / "sweep.json")
+    assert sweep, "the sweep wrote its record"
+    exported = (RUN / "export_gpu.log").read_text()
+    assert "resnet50.mindir" in exported and "resnet50.onnx" in exported
+
+
+def test_the_twelve_epoch_run_and_the_fast_recipe():
+    best = _json(GPU / "h200-gpu12-o2" / "best.json")
+    log = (GPU / "h200-gpu12-o2" / "gpu12o2_train.log").read_text()
+    seconds = float(re.search(r"done: 12 epochs, \d+ steps, ([\d.]+) s", log).group(1))
+    assert f"test top-1 {100 * best['top1']:.2f} % in {seconds:.1f} s" in MEASURED
+
+    fast = RUN / "train_fast_run"
+    history, test = _history(fast), _json(fast / "test.json")
+    result = _json(fast / "result.json")
+    rate = statistics.median(row["images_per_second"] for row in history[1:])
+    assert f"{round(rate, -1):,.0f} images/s" in MEASURED
+    assert f"test top-1 {100 * test['chosen']['top1']:.2f} %" in MEASURED
+    assert test["selected_on"]["images"] == 5000 and "5,000 held-out" in MEASURED
+    assert f"{len(history)} epochs took {result['seconds']:.1f} s" in MEASURED
+    per_epoch = sum(r["train_seconds"] + r["eval_seconds"] for r in history) / len(history)
+    quoted = int(re.search(r"15 minutes hold about (\d+) epochs", MEASURED).group(1))
+    assert abs(quoted - 15 * 60 / per_epoch) <= 2.5  # "about", rounded to a multiple of 5
+
+
+def test_pytorch_on_the_same_gpu_and_the_ratios_the_page_gives():
+    rows = {(r["image_size"], r["layout"]): r["images_per_s"]
+            for r in _json(RUN / "pytorch.json")["results"]}
+    for (size, layout), rate in rows.items():
+        assert f"{rate:.1f} images/s ({layout})" in MEASURED
+    doctor = _checks(_json(RUN / "doctor_gpu.json"))["speed"]["details"]["timing"]
+    fast = statistics.median(r["images_per_second"] for r in _history(RUN / "train_fast_run")[1:])
+    ratios = [doctor["images_per_second"] / rows[(224, "NCHW")],
+              doctor["images_per_second"] / rows[(224, "channels_last")],
+              fast / rows[(32, "NCHW")], fast / rows[(32, "channels_last")]]
+    said = [float(x) for x in re.findall(r"(\d\.\d\d)x", MEASURED)]
+    assert said[:4] == [round(r, 2) for r in ratios]
+    assert f"({rows[(32, 'channels_last')] / rows[(32, 'NCHW')]:.1f}x at 32x32)" in MEASURED
+
+
+def test_the_gpu_was_busy_while_mindspore_trained():
+    """What makes the pipeline an unlikely limit: SM busy in steady training."""
+    chain = (RUN / "chain.log").read_text()
+    start, end = re.search(r"\[(\S+)\] start train_gpu.*\n\[(\S+)\] end train_gpu", chain).groups()
+    during_gpu = _busy(RUN / "dmon.log", start, end)
+    during_fast = _busy(RUN / "dmon_fast.log", "00:00:00", "23:59:59")
+    for busy in (during_gpu, during_fast):
+        steady = [b for b in busy if b > 50]
+        assert statistics.median(steady) >= 96, busy
+    assert "busy 96 to 98 %" in MEASURED
+
+
+@pytest.mark.parametrize("figure", ["93.87 %", "\"about 20 s per epoch\"", "\"48 min 38 s\""])
+def test_the_seed_figures_stand_beside_the_measured_ones(figure):
+    assert figure in MEASURED
