@@ -154,14 +154,17 @@ def test_a_better_readable_checkpoint_replaces_the_best(run_dir):
     assert tie.action == "promoted" and tie.best["epoch"] == 2
 
 
-def test_the_sweep_records_the_same_checkpoint_again(run_dir):
-    """The winner is the best's own periodic file: the sweep's record replaces
-    training's (and training's is kept beside it)."""
+def test_the_same_checkpoint_is_not_promoted_again(run_dir, caplog):
+    """Issue 38: the winner is the best's own periodic file (the same weights): before,
+    its 188 MB file was copied over training's best.ckpt, silently; now the choice is
+    kept, and the log says why."""
     trained_best(run_dir, 1, 0.5)
-    settled = sel.settle_best(run_dir, record(1, 0.5), ON, "checkpoint sweep", never)
-    assert settled.action == "promoted" and settled.best["selected_by"] == "checkpoint sweep"
-    assert json.loads((run_dir / "best.previous.json").read_text())["selected_by"] == \
-        "validation during training"
+    before = best_files(run_dir)
+    with caplog.at_level("INFO", logger="msresnet.training.selection"):
+        settled = sel.settle_best(run_dir, record(1, 0.5), ON, "checkpoint sweep", never)
+    assert settled.action == "kept" and settled.best["selected_by"] == "validation during training"
+    assert best_files(run_dir) == before and not (run_dir / "best.previous.json").exists()
+    assert "best.ckpt kept: epoch 1 already chosen (resnet50-1_4.ckpt)" in caplog.text
 
 
 def test_an_unreadable_best_does_not_compete(run_dir):

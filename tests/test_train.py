@@ -370,26 +370,33 @@ def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path
         records = np.fromfile(source / name, dtype=np.uint8).reshape(-1, RECORD_BYTES)
         records[::-1].tofile(other / name)
 
+    best_before = best_files(run_dir)
     proc = sweep_cli(run_dir, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     swept = json.loads((run_dir / "sweep.json").read_text())
     assert swept["evaluated_on"]["folder"] == str(source) and swept["overrides"] == {}
-    assert json.loads((run_dir / "best.json").read_text())["selected_by"] == \
-        f"checkpoint sweep on {SMALL['eval_samples']} valid images"
-    assert (run_dir / "best.previous.json").is_file()  # training's choice, kept
+    # the same images as training's validation: the same epoch wins, and training's
+    # choice is kept as it is (issue 38: it was copied over itself, silently)
+    best = json.loads((run_dir / "best.json").read_text())
+    assert best["selected_by"] == "validation during training" and "kept" in swept
+    assert best_files(run_dir) == best_before and not (run_dir / "best.previous.json").exists()
+    assert f"best.ckpt kept: epoch {best['epoch']} already chosen" in proc.stdout
+    # the last line says what best.json holds now
+    last = json.loads(proc.stdout.strip().splitlines()[-1])["best.json"]
+    assert last == {k: v for k, v in best.items() if k != "evaluated_on"}
     assert swept["evaluated_on"]["split"] == "valid"
     tested = json.loads((run_dir / "test.json").read_text())  # the choice, scored on test
     assert swept["test"] == tested and tested["evaluated_on"]["split"] == "test"
-    assert tested["selected_by"].startswith("checkpoint sweep")
+    assert tested["selected_by"] == "validation during training"
 
-    best_before = (run_dir / "best.json").read_bytes()
+    own_sweep = (run_dir / "sweep.json").read_bytes()
     proc = sweep_cli(run_dir, tmp_path, "--data_dir", "data")  # explicitly the other copy
     assert proc.returncode != 0
-    assert "--replace-best" in proc.stderr and "best.json" in proc.stderr
+    assert "--no-promote" in proc.stderr and "--replace-best" in proc.stderr
     assert "evaluating with data_dir=data" in proc.stdout  # the override is reported
-    swept = json.loads((run_dir / "sweep.json").read_text())
+    swept = json.loads((run_dir / "sweep-data.json").read_text())  # beside the run's own
     assert swept["overrides"]["data_dir"][1] == "data" and "not_promoted" in swept
-    assert (run_dir / "best.json").read_bytes() == best_before
+    assert best_files(run_dir) == best_before and (run_dir / "sweep.json").read_bytes() == own_sweep
 
 
 @pytest.mark.slow
@@ -447,11 +454,13 @@ def test_sweep_on_other_data_writes_its_table_beside_the_runs_own(runs, tmp_path
     other.mkdir(parents=True)
     for item in own.iterdir():
         (other / item.name).symlink_to(item)
+    own_sweep = (run / sw.SWEEP_JSON).read_bytes()
     assert sweep_main(run, "--data_dir", str(tmp_path / "copy"), "--no-promote") == 0
-    swept = json.loads((run / sw.SWEEP_JSON).read_text())
+    swept = json.loads((run / "sweep-copy.json").read_text())
     assert swept["overrides"]["data_dir"][1] == str(tmp_path / "copy")
     assert swept["table"] == "sweep-copy.csv"
     assert (run / sw.SWEEP_CSV).read_bytes() == table and (run / "test.json").read_bytes() == tested
+    assert (run / sw.SWEEP_JSON).read_bytes() == own_sweep  # the run's own record stands
     with open(run / "sweep-copy.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert {row["data_folder"] for row in rows} == {str(other)}
@@ -470,3 +479,21 @@ def test_a_best_of_another_model_stops_the_sweep_after_recording_why(runs, tmp_p
     swept = json.loads((run / sw.SWEEP_JSON).read_text())
     assert "best.ckpt" in swept["not_promoted"] and len(swept["records"]) == 2
     assert best_files(run) == before
+
+
+@pytest.mark.slow
+def test_chapter_5_and_the_command_leave_the_same_best(runs, tmp_path):
+    """Issue 37: chapter 5 calls run_sweep, as `msresnet sweep` does (no second copy of
+    its steps): on two copies of one run they leave the same best.* and test.json."""
+    import shutil
+
+    chapter = shutil.copytree(runs["straight"].output_dir, tmp_path / "chapter")
+    command = shutil.copytree(runs["straight"].output_dir, tmp_path / "command")
+    outcome = sw.run_sweep(chapter, eval_samples=SMALL["eval_samples"])
+    assert sweep_main(command) == 0
+    assert best_files(chapter) == best_files(command)
+    assert (chapter / "test.json").read_bytes() == (command / "test.json").read_bytes()
+    assert outcome.best == json.loads((command / ck.BEST_JSON).read_text())
+    source = (REPO_ROOT / "notebooks" / "05_checkpoint_sweep.ipynb").read_text()
+    assert "run_sweep(" in source
+    assert not any(name in source for name in ("promote_best", "settle_best", "final_test"))

@@ -186,8 +186,8 @@ def promote_best(folder: str | os.PathLike[str], record: Any,
         raise SelectionError(
             f"{folder / BEST_JSON} was selected on {describe_images(current.get('evaluated_on'))}"
             f"; this selection was made on {describe_images(evaluated_on)}, which do not "
-            "include them: best.json and best.ckpt are left as they are (pass --replace-best "
-            "to replace them anyway)")
+            "include them: best.json and best.ckpt are left as they are (pass --no-promote "
+            "to score without choosing, or --replace-best to replace them anyway)")
     if current is not None:
         keep_previous_best(folder)
     copy_file(folder / record.file, folder / BEST_CKPT)
@@ -243,9 +243,11 @@ def settle_best(folder: str | os.PathLike[str], winner: Any, evaluated_on: dict[
     competes with its scores on the sweep's images (:func:`_standing`; ``trust``
     False always re-scores, e.g. for flipped scores) and stays unless the winner
     ranks higher (:func:`rank_key`). A winner that is the choice's own periodic file
-    (same source, epoch and step) replaces it, so the sweep's record of the same
-    weights replaces training's. An unreadable ``best.ckpt`` does not compete. A
-    choice made on other images is :func:`promote_best`'s to refuse.
+    (same source, epoch and step) holds the same weights: nothing is copied and the
+    choice is kept, saying so (copying the 188 MB periodic file, optimizer state
+    included, over training's 94 MB ``best.ckpt`` bought nothing). An unreadable
+    ``best.ckpt`` does not compete. A choice made on other images is
+    :func:`promote_best`'s to refuse.
     """
     folder = Path(folder)
     current = read_best(folder)
@@ -253,9 +255,11 @@ def settle_best(folder: str | os.PathLike[str], winner: Any, evaluated_on: dict[
     if current is not None and not replace and includes(evaluated_on, current.get("evaluated_on")):
         standing, skipped = _standing(folder, current, evaluated_on, rescore, trust)
     if current is not None and standing is not None:
-        same_file = (winner.file, winner.epoch, winner.step) == (
-            current.get("source"), current["epoch"], current["step"])
-        if not same_file and _rank(winner) <= _rank(standing):
+        if (winner.file, winner.epoch, winner.step) == (
+                current.get("source"), current["epoch"], current["step"]):
+            log.info("%s kept: epoch %d already chosen (%s)", BEST_CKPT, winner.epoch, winner.file)
+            return Settled("kept", current, standing, skipped)
+        if _rank(winner) <= _rank(standing):
             log.info("%s kept: %s (top-1 %.4f) is not better", BEST_CKPT, winner.file, winner.top1)
             return Settled("kept", current, standing, skipped)
     best = promote_best(folder, winner, selected_by, evaluated_on, replace=replace)

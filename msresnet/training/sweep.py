@@ -405,16 +405,98 @@ def _records(result: SweepResult) -> dict[str, Any]:
             "best": result.best.to_dict() if result.best is not None else None}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``msresnet sweep RUN_DIR [--data_dir DIR] [--eval_samples N|null] ...``
+@dataclass
+class SweepOutcome:
+    """What :func:`run_sweep` did to a run folder: the scores (``result``), the
+    evaluator it built (its network and compiled graph, for further predictions),
+    what became of ``best.*`` (``record``'s ``promoted``, ``kept`` or
+    ``not_promoted``; nothing with ``promote=False``), the test of the choice
+    (``test``, None when there was none), and the error that refused a promotion
+    (``refused``: recorded first, for the caller to raise)."""
 
-    Sweeps the run, prints the table, writes ``sweep.csv`` and ``sweep.json`` into the
-    run folder, settles ``best.*`` (unless ``--no-promote``) and, for a run that chose on
-    held-out images, scores the choice on the test set (``test.json``). On another data
-    folder the table and the test go beside the run's own (``sweep-<name>.csv``,
-    ``test-<name>.json``). ``sweep.json`` is written before the test step, which
-    rewrites it with the test's scores. Exit status 1 when no checkpoint was scored.
+    folder: Path
+    evaluator: CheckpointEvaluator
+    result: SweepResult
+    record: dict[str, Any]
+    refused: Exception | None = None
+
+    @property
+    def test(self) -> dict[str, Any] | None:
+        return self.record.get("test")
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """What ``best.json`` holds now (None: the run has no choice)."""
+        from msresnet.training.selection import read_best
+
+        return read_best(self.folder)
+
+
+def run_sweep(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
+              eval_samples: int | None = None, batch_size: int | None = None,
+              split: str | None = None, *, promote: bool = True,
+              replace_best: bool = False) -> SweepOutcome:
+    """``msresnet sweep``, whole: the one function the command and chapter 5 call.
+
+    Scores every checkpoint of ``run_dir`` (:func:`sweep`), writes the table
+    (``sweep.csv``), settles ``best.*`` (:func:`_settle`, unless ``promote`` is
+    False), scores the choice and the last readable checkpoint on the test set when
+    the run chose on held-out images (``test.json``), and writes ``sweep.json``
+    once, at the end. On another data folder than the run's, every file goes beside
+    the run's own with the folder's name (``sweep-<name>.csv``, ``sweep-<name>.json``,
+    ``test-<name>.json``), and the run's records are left as they are. A promotion
+    refused (other images, an unreadable ``best.ckpt`` of another model) is recorded
+    in ``sweep.json`` and returned in ``refused``; nothing is tested then.
     """
+    evaluator = CheckpointEvaluator.for_run(run_dir, data_dir, eval_samples, batch_size,
+                                            split=split)
+    folder = Path(run_dir)
+    result = sweep(folder, evaluator)
+    result.write_csv(folder / result.named(SWEEP_CSV))
+    settled: dict[str, Any] = {}
+    refused = None
+    if result.best is not None and promote:
+        try:
+            settled = _settle(folder, result, evaluator, replace_best)
+        except (SelectionError, CheckpointError) as err:
+            refused, settled = err, {"not_promoted": str(err)}
+    record = {**_records(result), **settled}
+    if (result.best is not None and evaluator.split == "valid" and refused is None
+            and (folder / BEST_JSON).is_file()):
+        record["test"] = test_chosen_and_last(evaluator, folder, eval_samples, result.skipped,
+                                              result.named(TEST_JSON))
+    write_json(folder / result.named(SWEEP_JSON), record)
+    return SweepOutcome(folder, evaluator, result, record, refused)
+
+
+def _parser() -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="msresnet sweep",
+                                     description="Evaluate every checkpoint of a training run.")
+    parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
+    parser.add_argument("--data_dir", default=None,
+                        help="folder containing cifar-10-batches-bin (default: the run's own, "
+                             "from its config.yaml); another folder's tables are written "
+                             "beside the run's own, as sweep-<name>.csv and .json")
+    parser.add_argument("--eval_samples", default="null",
+                        help="first N images per checkpoint; null: all of the split")
+    parser.add_argument("--split", choices=("valid", "test"), default=None,
+                        help="choose on the run's held-out validation images or on the test "
+                             "set (default: what the run validated on)")
+    parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
+    parser.add_argument("--no-promote", action="store_true",
+                        help="do not write best.ckpt/best.json")
+    parser.add_argument("--replace-best", action="store_true",
+                        help="replace best.ckpt/best.json even when they were selected on "
+                             "other images (they are kept as best.previous.*)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``msresnet sweep RUN_DIR [--data_dir DIR] [--eval_samples N|null] ...``: parse,
+    :func:`run_sweep`, print the table, the test's scores and, last, what ``best.json``
+    holds now. Exit status 1 when no checkpoint was scored."""
     import json
     import sys
 
@@ -422,33 +504,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(levelname)s %(name)s: %(message)s")
     samples = None if args.eval_samples.lower() in ("null", "none") else int(args.eval_samples)
-    evaluator = CheckpointEvaluator.for_run(args.run_dir, args.data_dir, samples, args.batch_size,
-                                            split=args.split)
-    folder = Path(args.run_dir)
-    result = sweep(folder, evaluator)
-    print(format_table(result.rows()))
-    result.write_csv(folder / result.named(SWEEP_CSV))
-    settled: dict[str, Any] = {}
-    refused = None
-    if result.best is not None and not args.no_promote:
-        try:
-            settled = _settle(folder, result, evaluator, args.replace_best)
-        except (SelectionError, CheckpointError) as err:  # recorded, then the one-line error
-            refused, settled = err, {"not_promoted": str(err)}
-    payload = {**_records(result), **settled}
-    write_json(folder / SWEEP_JSON, payload)
-    if (result.best is not None and evaluator.split == "valid" and refused is None
-            and (folder / BEST_JSON).is_file()):
-        payload["test"] = test_chosen_and_last(evaluator, folder, samples, result.skipped,
-                                               result.named(TEST_JSON))
-        write_json(folder / SWEEP_JSON, payload)
-        print(json.dumps({role: payload["test"][role] for role in ("chosen", "last")}))
-    print(json.dumps(payload["best"]))
-    if refused is not None:
-        raise refused
-    return 0 if result.records else 1
+    outcome = run_sweep(args.run_dir, args.data_dir, samples, args.batch_size, args.split,
+                        promote=not args.no_promote, replace_best=args.replace_best)
+    print(format_table(outcome.result.rows()))
+    if outcome.test is not None:
+        print(json.dumps({role: outcome.test[role] for role in ("chosen", "last")}))
+    best = outcome.best
+    print(json.dumps({"best.json": {k: v for k, v in best.items() if k != "evaluated_on"}}
+                     if best else {"best.json": None}))
+    if outcome.refused is not None:
+        raise outcome.refused
+    return 0 if outcome.result.records else 1
 
 
-__all__ = ["SWEEP_CSV", "SWEEP_JSON", "SweepRecord", "SweepResult", "CheckpointEvaluator",
-           "sweep", "test_chosen_and_last", "confusion_matrix", "per_class_accuracy",
+__all__ = ["SWEEP_CSV", "SWEEP_JSON", "SweepRecord", "SweepResult", "SweepOutcome",
+           "CheckpointEvaluator", "run_sweep", "sweep", "test_chosen_and_last", "confusion_matrix", "per_class_accuracy",
            "format_table", "main"]
