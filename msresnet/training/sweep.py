@@ -357,30 +357,6 @@ def per_class_accuracy(cm: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, np.diag(cm) / np.maximum(totals, 1), np.nan)
 
 
-def _parser() -> Any:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="msresnet sweep",
-                                     description="Evaluate every checkpoint of a training run.")
-    parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
-    parser.add_argument("--data_dir", default=None,
-                        help="folder containing cifar-10-batches-bin (default: the run's own, "
-                             "from its config.yaml); another folder's tables are written "
-                             "beside the run's own, as sweep-<name>.csv")
-    parser.add_argument("--eval_samples", default="null",
-                        help="first N images per checkpoint; null: all of the split")
-    parser.add_argument("--split", choices=("valid", "test"), default=None,
-                        help="choose on the run's held-out validation images or on the test "
-                             "set (default: what the run validated on)")
-    parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
-    parser.add_argument("--no-promote", action="store_true",
-                        help="do not write best.ckpt/best.json")
-    parser.add_argument("--replace-best", action="store_true",
-                        help="replace best.ckpt/best.json even when they were selected on "
-                             "other images (they are kept as best.previous.*)")
-    return parser
-
-
 def _settle(folder: Path, result: SweepResult, evaluator: CheckpointEvaluator,
             replace: bool) -> dict[str, Any]:
     """``best.*`` after the sweep (:func:`msresnet.training.selection.settle_best`), as
