@@ -25,10 +25,12 @@ The module is MindSpore-free: it must be importable before the CPU setting acts.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 DEBUG_FLAG = "--debug"
 DEBUG_VARIABLE = "MSRESNET_DEBUG"
@@ -50,7 +52,7 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _is_ours(err: BaseException) -> bool:
+def is_ours(err: BaseException) -> bool:
     """Raised on purpose with a message for the reader: the book's own error classes,
     and the operating system's (missing file, permission, full disk), which name the path."""
     module = type(err).__module__
@@ -59,7 +61,7 @@ def _is_ours(err: BaseException) -> bool:
 
 def _message(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
-    return text if _is_ours(err) else f"{type(err).__name__}: {text}"
+    return text if is_ours(err) else f"{type(err).__name__}: {text}"
 
 
 def run(main: Callable[[Sequence[str]], int | None], argv: Sequence[str] | None = None, *,
@@ -83,10 +85,51 @@ def run(main: Callable[[Sequence[str]], int | None], argv: Sequence[str] | None 
     except Exception as err:  # noqa: BLE001 - the point of this module
         if debug:
             raise
-        code = USAGE_ERROR if _is_ours(err) else UNEXPECTED_ERROR
+        code = USAGE_ERROR if is_ours(err) else UNEXPECTED_ERROR
         hint = f" (run with {DEBUG_FLAG} or {DEBUG_VARIABLE}=1 for the traceback)"
         print(f"{prog}: error: {_message(err)}{hint}", file=sys.stderr)
         return code
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the book's one option spelling: ``--batch_size``, as the config
+    keys are written, and ``--batch-size`` accepted for it.
+
+    Every verb declares its options with underscores; a command line may write any
+    of them with hyphens instead (``--no-promote``, ``--data-dir DIR``,
+    ``--batch-size=64``), which :meth:`parse_known_args` rewrites to the declared
+    spelling before parsing, so help and messages show one spelling and both work.
+    The older short names of three options are read the same way (:data:`ALIASES`:
+    ``--out`` and ``--output`` for ``--output_dir``, ``--batch`` for ``--batch_size``).
+    ``allow_abbrev`` is off: a prefix of an option is an error, not a guess.
+    """
+
+    ALIASES = {"--out": "--output_dir", "--output": "--output_dir", "--batch": "--batch_size"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        for name in names:
+            if isinstance(name, str) and name.startswith("--") and "-" in name[2:]:
+                raise ValueError(f"{self.prog}: declare {name} as "
+                                 f"{'--' + name[2:].replace('-', '_')} (one spelling)")
+        return super().add_argument(*names, **kwargs)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> Any:
+        tokens = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args([self._declared(t) for t in tokens], namespace)
+
+    def _declared(self, token: str) -> str:
+        """``--batch-size=8`` -> ``--batch_size=8`` when that is a declared option."""
+        if not token.startswith("--") or token == "--":
+            return token
+        name, equals, value = token.partition("=")
+        spelled = "--" + name[2:].replace("-", "_")
+        spelled = self.ALIASES.get(spelled, spelled)
+        return spelled + equals + value if spelled in self._option_string_actions else token
 
 
 COMMANDS: dict[str, tuple[str, str]] = {

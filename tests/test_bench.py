@@ -88,8 +88,8 @@ def test_graph_kernel_reaches_the_worker_and_the_table():
     it on, and the report says it was on (timing it needs the `decorator` package,
     which the book does not install; results/budget/levers/ has the measurement)."""
     settings = bench.BenchSettings(graph_kernel=True)
-    assert "--graph-kernel" in bench._worker_command(settings, "graph", "AVX2")
-    assert "--graph-kernel" not in bench._worker_command(bench.BenchSettings(), "graph", "AVX2")
+    assert "--graph_kernel" in bench._worker_command(settings, "graph", "AVX2")
+    assert "--graph_kernel" not in bench._worker_command(bench.BenchSettings(), "graph", "AVX2")
     args = bench.build_parser().parse_args(["--graph-kernel"])
     assert args.graph_kernel is True
     report = {"settings": bench.asdict(settings), "results": [

@@ -23,6 +23,7 @@ import numpy as np
 import psutil
 import pytest
 
+from msresnet import cli
 from msresnet.jobs import launch
 from msresnet.config import ConfigError, for_devices, load_config, lr_rule
 from msresnet.jobs.launch import LaunchError, build_plan, run
@@ -198,7 +199,7 @@ def test_port_taken_is_reported_at_once():
         proc = _python_launch("--workers", "2", "--master_port", str(port),
                               "--output", "runs/never", "--epoch_size", "1")
         out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert f"master_port {port} on 127.0.0.1 is already in use" in err
     assert time.monotonic() - started < 30
     assert not (REPO_ROOT / "runs" / "never").exists()
@@ -251,7 +252,7 @@ def test_killed_worker_ends_the_job_with_its_rank_and_log(tmp_path):
     victim.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "rank 1 (pid" in err and "was killed by SIGKILL" in err
     assert f"--- last lines of {worker_log} ---" in err
     assert time.monotonic() - killed_at < 60
@@ -275,7 +276,7 @@ def test_dry_run_prints_the_msrun_command(tmp_path):
     entry = command.index("python")
     # The workers load the one checked config; no override is parsed again.
     assert command[entry:] == ["python", "-m", "msresnet", "train", "--config",
-                               "runs/dp2/launch.yaml", "--no-progress"]
+                               "runs/dp2/launch.yaml", "--no_progress"]
     assert "--epoch_size" not in command
     rate, note = note.split("\n", 1)
     assert rate == "# lr_max 0.004 for 2 devices = 0.002 x 2/1 (smoke: lr_devices 1)"
@@ -299,7 +300,7 @@ def test_the_launcher_checks_the_config_once_and_the_workers_load_it(monkeypatch
                                    "lr_devices": 2}, str(tmp_path / "run"))
     assert (len(checks), len(reads)) == (1, 1)
     assert plan.train_args == ["--config", str(tmp_path / "run" / "launch.yaml"),
-                               "--no-progress"]
+                               "--no_progress"]
     assert plan.config.train_samples is None and plan.config.epoch_size == 2
     assert plan.changes == {**SMALL, "train_samples": None, "lr_init": 0.001, "lr_devices": 2,
                             "output_dir": str(tmp_path / "run")}
@@ -360,7 +361,8 @@ def test_the_launcher_prints_the_rate_and_has_no_second_way(capsys):
         "# lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu: lr_devices 8)\n")
     assert launch.main(["--workers", "2", "--lr_devices", "2", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("# lr_max 0.002 for 2 devices: smoke's own")
-    assert launch.main(["--workers", "8", "--lr_reference_devices", "8", "--dry-run"]) == 2
+    assert cli.run(launch.main, ["--workers", "8", "--lr_reference_devices", "8", "--dry-run"],
+                   prog="msresnet launch") == 2
     assert "unknown key 'lr_reference_devices'" in capsys.readouterr().err
 
 
@@ -383,7 +385,8 @@ def test_bad_arguments_fail_before_anything_starts():
                           "--dry-run")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and err.strip() == (
-        "error: warmup_epochs: must not exceed epoch_size (2), got 3 (in command-line arguments)")
+        "msresnet launch: error: warmup_epochs: must not exceed epoch_size (2), got 3 (in "
+        "command-line arguments) (run with --debug or MSRESNET_DEBUG=1 for the traceback)")
     with pytest.raises(LaunchError, match="workers"):
         build_plan(0)
     with pytest.raises(LaunchError, match="local_workers"):

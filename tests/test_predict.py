@@ -150,7 +150,7 @@ def test_cli_verbose_says_how_each_picture_became_rgb(models, tmp_path):
                                       "transparent (mode RGBA) and transparency is refused (pass "
                                       "a background colour to composite them)")
     wrong = run_cli(models["onnx"], logo, "--background", "rainbow")
-    assert wrong.returncode == 2 and "--background: 'rainbow' is neither a colour" in wrong.stderr
+    assert wrong.returncode == 2 and "argument --background: 'rainbow' is neither a colour" in wrong.stderr
 
 
 def test_cli_reads_a_checkpoint_with_its_run_config(models, pictures):
@@ -209,7 +209,7 @@ def test_cli_errors_are_one_line(case, models, pictures, tmp_path):
                     else "gives output of shape (1, 7)")
     elif case == "bad-top":
         result = run_cli(model, picture, "--top", "11")
-        assert result.returncode == 2 and "--top must be between 1 and 10" in result.stderr
+        assert result.returncode == 2 and "argument --top: must be between 1 and 10" in result.stderr
         return
     result = run_cli(model, picture)
     assert result.returncode == 2, (result.stdout, result.stderr)

@@ -165,14 +165,18 @@ def test_command_line_reports_config_errors(tmp_path):
 
 def test_parse_args_accepts_profile_config_and_overrides():
     assert parse_args(["cpu"]) == ("cpu", {}, None, True)
-    profile, overrides, stop, progress = parse_args(
-        ["--config", "configs/smoke.yaml", "--output", "runs/x", "--epoch_size", "3",
-         "--stop_after_epoch", "1", "--no-progress"])
-    assert profile == "configs/smoke.yaml" and stop == 1 and progress is False
-    assert overrides == {"output_dir": "runs/x", "epoch_size": 3}
+    for spelled in (["--output_dir", "runs/x", "--stop_after_epoch", "1", "--no_progress"],
+                    ["--output", "runs/x", "--stop-after-epoch", "1", "--no-progress"],
+                    ["--output-dir=runs/x", "--stop_after_epoch=1", "--no-progress"]):
+        profile, overrides, stop, progress = parse_args(
+            ["--config", "configs/smoke.yaml", *spelled, "--epoch-size", "3"])
+        assert profile == "configs/smoke.yaml" and stop == 1 and progress is False
+        assert overrides == {"output_dir": "runs/x", "epoch_size": 3}
     assert parse_args([])[0] == "smoke"
     with pytest.raises(ConfigError):
         parse_args(["smoke", "--epoch_size"])
+    with pytest.raises(ConfigError, match="two profiles"):
+        parse_args(["cpu", "--config", "smoke"])
 
 
 def test_validation_epochs_always_include_the_last():
@@ -317,8 +321,9 @@ def test_a_failed_start_leaves_no_empty_output_folder(tmp_path):
     with pytest.raises(ck.CheckpointError, match="the file is empty"):
         train_and_evaluate("smoke", {**failing, "output_dir": str(out)}, progress=False)
     assert not (tmp_path / "runs").exists()  # both folders it created, removed
-    assert main(["smoke", "--data_dir", SMALL["data_dir"], "--resume_from", str(broken),
-                 "--output", str(out), "--no-progress"]) == 1
+    with pytest.raises(ck.CheckpointError, match="the file is empty"):
+        main(["smoke", "--data_dir", SMALL["data_dir"], "--resume_from", str(broken),
+              "--output_dir", str(out), "--no_progress"])
     assert [p.name for p in tmp_path.iterdir()] == ["broken.ckpt"]
     kept = tmp_path / "kept"  # a folder that was there before is left alone
     kept.mkdir()

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from msresnet.cli import ArgumentParser
 from msresnet.paths import REPO_ROOT
 
 KERNEL_NAME = "msresnet-book"
@@ -201,14 +202,14 @@ def serve(ip: str, port: int, notebook_dir: Path = NOTEBOOK_DIR) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="msresnet lab",
+    parser = ArgumentParser(prog="msresnet lab",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--ip", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port (default {DEFAULT_PORT}, the next free one if taken; "
                              "0: any free port)")
-    parser.add_argument("--register-only", action="store_true",
+    parser.add_argument("--register_only", action="store_true",
                         help="only register the kernel, print where, and exit")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:  # before anything is registered or started

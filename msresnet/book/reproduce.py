@@ -45,7 +45,7 @@ import nbformat
 import yaml
 
 from msresnet import atomic
-from msresnet.cli import did_you_mean
+from msresnet.cli import ArgumentParser, did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import (FIELDS, PROFILES, Overrides, for_devices, load_config,
                              lr_rule, parse_overrides)
@@ -411,13 +411,13 @@ def command_line(argv: Sequence[str]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="msresnet reproduce",
+    parser = ArgumentParser(prog="msresnet reproduce",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", required=True, choices=PROFILES)
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                         metavar=("KEY", "VALUE"), help="a notebook parameter / config key")
     parser.add_argument("--only", help="chapter numbers to run, e.g. 1,4,5")
-    parser.add_argument("--out", required=True, type=Path, help="output folder, e.g. runs/NAME")
+    parser.add_argument("--output_dir", required=True, type=Path, help="output folder, e.g. runs/NAME")
     parser.add_argument("--resume", action="store_true",
                         help="skip chapters that completed with the same parameters")
     parser.add_argument("--notebooks", type=Path, default=NOTEBOOK_DIR,
@@ -429,8 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     command = command_line(argv if argv is not None else sys.argv[1:])
     # a ReproduceError or ConfigError ends as msresnet.cli's one line, exit 2
-    run = reproduce(args.profile, args.out, args.parameter, args.only, args.resume, command,
+    run = reproduce(args.profile, args.output_dir, args.parameter, args.only, args.resume, command,
                     notebook_dir=args.notebooks)
     print(f"{len(run['notebooks'])} chapters in {run['seconds']:.0f} s; "
-          f"report: {args.out / 'report.md'}")
+          f"report: {args.output_dir / 'report.md'}")
     return 0

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import jinja2
 
 from msresnet.atomic import write_text
-from msresnet.cli import USAGE_ERROR
+from msresnet.cli import ArgumentParser, USAGE_ERROR
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.book.reproduce import format_metric
@@ -323,7 +323,7 @@ def write_page(dest: Path, page: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="msresnet results-page",
+    parser = ArgumentParser(prog="msresnet results-page",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a finished reproduce --out folder")
     parser.add_argument("--dest", type=Path, default=Path("results/cpu"))

@@ -41,6 +41,7 @@ import numpy as np
 from mindspore.mindrecord import FileReader, FileWriter
 from PIL import Image
 
+from msresnet.cli import ArgumentParser
 from msresnet import atomic
 from msresnet.data.cifar10 import TEST_FILES, TRAIN_FILES, DatasetError, read_records, validate
 from msresnet.data.download import sha256
@@ -191,11 +192,11 @@ def convert(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet convert-mindrecord",
         description="Convert the CIFAR-10 binary files to MindRecord (PNG images, int32 labels).")
     parser.add_argument("data_dir", type=Path, help="the cifar-10-batches-bin folder")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the .mindrecord files")
+    parser.add_argument("--output_dir", type=Path, required=True, help="folder for the .mindrecord files")
     parser.add_argument("--usage", default="train,test", help="comma-separated: train,test")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace MindRecord files this converter did not write from these files")
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not usages:
         raise SystemExit(f"--usage: expected a comma-separated subset of train,test; got {args.usage!r}")
     for usage in usages:
-        done = convert(args.data_dir, args.out, usage, overwrite=args.overwrite)
+        done = convert(args.data_dir, args.output_dir, usage, overwrite=args.overwrite)
         state = "wrote" if done.written else "up to date:"
         print(f"{state} {done.path} ({done.records:,d} records)", flush=True)
     return 0

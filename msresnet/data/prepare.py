@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 
+from msresnet.cli import ArgumentParser
 from msresnet import cli
 from msresnet.data.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL
 from msresnet.data.preparation import prepare_dataset
@@ -45,7 +46,7 @@ def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str |
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG,
         description="Download (or take) the CIFAR-10 binary archive, check it and extract it safely.")
     parser.add_argument("--source", default=OFFICIAL_URL,

@@ -44,6 +44,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config, load_config
@@ -349,40 +350,54 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
     return record
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    import shlex
-    import sys
+def export_checkpoint(checkpoint: str | os.PathLike[str], output_dir: str | os.PathLike[str],
+                      batch_size: int = 1, config: str | None = None) -> list[Path]:
+    """``msresnet export CKPT --output_dir DIR``: the network of ``checkpoint``'s run (or
+    ``config``) with its weights, as MINDIR and ONNX graphs for ``batch_size`` images;
+    returns the files written."""
+    run = run_config(checkpoint, config)
+    net = network_for(checkpoint, run)
+    return [export_graph(net, Path(output_dir) / f"resnet50{suffix}", batch_size, run.image_size)
+            for suffix in FORMATS.values()]
 
-    parser = argparse.ArgumentParser(
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(
         prog="msresnet export",
         description="Export a checkpoint to MINDIR and ONNX, or (--browser) to the INT8 ONNX "
                     "model and model.json the book's in-browser page serves.")
     parser.add_argument("checkpoint", help="a .ckpt in a run folder (its config.yaml names "
                                            "the network)")
-    parser.add_argument("--out", required=True, help="folder to write into")
+    parser.add_argument("--output_dir", required=True, help="folder to write into")
     parser.add_argument("--config", default=None, help="profile or YAML instead of the run's "
                                                        "config.yaml")
-    parser.add_argument("--batch", type=int, default=1, help="batch size the graphs are "
+    parser.add_argument("--batch_size", type=int, default=1, help="batch size the graphs are "
                                                              "exported for")
     parser.add_argument("--browser", action="store_true",
                         help="write model.int8.onnx (symbolic batch, INT8) and model.json")
     parser.add_argument("--data_dir", default=None,
                         help="folder holding cifar-10-batches-bin, for INT8 calibration "
                              "(default: the run's)")
-    parser.add_argument("--calibration-images", type=int, default=512)
-    args = parser.parse_args(argv)
-    if args.browser:
-        command = shlex.join(["msresnet", "export", *argv])
-        record = export_for_browser(args.checkpoint, args.out, data_dir=args.data_dir,
-                                    calibration_images=args.calibration_images,
-                                    config=args.config, command=command)
-        print(f"wrote {Path(args.out) / record['model']} ({record['bytes']:,} bytes) and "
-              f"{Path(args.out) / 'model.json'}")
+    parser.add_argument("--calibration_images", type=int, default=512)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``msresnet export``: :func:`export_checkpoint`, or :func:`export_for_browser`."""
+    import shlex
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser().parse_args(argv)
+    if not args.browser:
+        for path in export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,
+                                      args.config):
+            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
         return 0
-    config = run_config(args.checkpoint, args.config)
-    net = network_for(args.checkpoint, config)
-    for suffix in FORMATS.values():
-        path = export_graph(net, Path(args.out) / f"resnet50{suffix}", args.batch,
-                            config.image_size)
-        print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    record = export_for_browser(args.checkpoint, args.output_dir, data_dir=args.data_dir,
+                                calibration_images=args.calibration_images,
+                                config=args.config, command=shlex.join(["msresnet", "export",
+                                                                        *argv]))
+    print(f"wrote {Path(args.output_dir) / record['model']} ({record['bytes']:,} bytes) and "
+          f"{Path(args.output_dir) / 'model.json'}")
     return 0

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from msresnet.data.cifar10 import CLASSES
-from msresnet.cli import USAGE_ERROR
+from msresnet.cli import ArgumentParser, USAGE_ERROR
 from msresnet.data.images import Color, ImageError, Picture, model_input, open_picture, read_image
 
 SUFFIXES = (".ckpt", ".mindir", ".onnx")
@@ -232,8 +232,28 @@ def read_pictures(files: Sequence[str], background: Color | None,
     return usable
 
 
+def _top(text: str) -> int:
+    """``--top``'s value: 1 to the number of classes."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= len(CLASSES):
+        raise argparse.ArgumentTypeError(f"must be between 1 and {len(CLASSES)}, got {text!r}")
+    return value
+
+
+def _background(text: str) -> Color | None:
+    try:
+        return background_colour(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a colour Pillow knows (white, black, #808080...) nor "
+            f"'{REFUSE}'") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet predict",
         description="Print the top-5 CIFAR-10 classes of each image (any size, any format "
                     "Pillow reads) for a checkpoint, MINDIR or ONNX model.")
@@ -243,8 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None,
                         help="profile or YAML describing the checkpoint's network "
                              "(default: config.yaml beside the checkpoint)")
-    parser.add_argument("--top", type=int, default=TOP_K, help="classes to print per image")
-    parser.add_argument("--background", default="white",
+    parser.add_argument("--top", type=_top, default=TOP_K, help="classes to print per image")
+    parser.add_argument("--background", type=_background, default="white",
                         help="colour transparent pixels are composited on (a name or #rrggbb; "
                              f"default white), or '{REFUSE}' to refuse such pictures")
     parser.add_argument("--verbose", action="store_true",
@@ -257,20 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not 1 <= args.top <= len(CLASSES):
-        parser.error(f"--top must be between 1 and {len(CLASSES)}, got {args.top}")
-    try:
-        background = background_colour(args.background)
-    except ValueError:
-        parser.error(f"--background: {args.background!r} is neither a colour Pillow knows "
-                     f"(white, black, #808080...) nor '{REFUSE}'")
     failed = []
 
     def report(line: str) -> None:  # one line per unusable picture, as msresnet.cli writes one
         failed.append(line)
         print(f"{parser.prog}: error: {line}", file=sys.stderr, flush=True)
 
-    pictures = read_pictures(args.images, background, report)
+    pictures = read_pictures(args.images, args.background, report)
     if not pictures:
         return USAGE_ERROR
     model = open_model(args.model, args.config)

@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.paths import REPO_ROOT
 
@@ -126,7 +127,7 @@ def train_command(row: Row, runs: Path = RUNS) -> list[str]:
     args = ["msresnet", "train", PROFILE, "--output", str(runs / source.name)]
     for key, value in {**SHORT, **source.overrides}.items():
         args += [f"--{key}", _value(value)]
-    return args + ["--no-progress"]
+    return args + ["--no_progress"]
 
 
 def score_command(row: Row) -> list[str] | None:
@@ -247,7 +248,7 @@ def table(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="msresnet ablation",
+    parser = ArgumentParser(prog="msresnet ablation",
                                      description="Short recorded runs, one per budget trick.")
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="train (if needed) and record rows")

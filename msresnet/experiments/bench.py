@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
 from msresnet.data.cifar10 import NUM_CLASSES
@@ -183,17 +184,17 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
 
 def _worker_command(settings: BenchSettings, mode: str, isa: str) -> list[str]:
     command = [sys.executable, "-m", "msresnet", "bench", "--worker",
-            "--batch-size", str(settings.batch_size), "--image-size", str(settings.image_size),
-            "--stem", settings.stem, "--num-classes", str(settings.num_classes),
+            "--batch_size", str(settings.batch_size), "--image_size", str(settings.image_size),
+            "--stem", settings.stem, "--num_classes", str(settings.num_classes),
             "--steps", str(settings.steps), "--warmup", str(settings.warmup),
-            "--device-target", settings.device_target, "--seed", str(settings.seed),
+            "--device_target", settings.device_target, "--seed", str(settings.seed),
             "--modes", mode, "--isa", isa]
     if settings.threads is not None:
         command += ["--threads", str(settings.threads)]
     if settings.jit_level is not None:
-        command += ["--jit-level", settings.jit_level]
+        command += ["--jit_level", settings.jit_level]
     if settings.graph_kernel:
-        command += ["--graph-kernel"]
+        command += ["--graph_kernel"]
     return command
 
 
@@ -273,14 +274,14 @@ def _csv(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet bench",
         description="Time a ResNet50 training step per execution mode and ONEDNN_MAX_CPU_ISA "
                     "value, each in a fresh process.")
-    parser.add_argument("--batch-size", type=int, default=32, help="images per step (default 32)")
-    parser.add_argument("--image-size", type=int, default=32, help="input height and width (default 32)")
+    parser.add_argument("--batch_size", type=int, default=32, help="images per step (default 32)")
+    parser.add_argument("--image_size", type=int, default=32, help="input height and width (default 32)")
     parser.add_argument("--stem", default="imagenet", help="imagenet or cifar (default imagenet)")
-    parser.add_argument("--num-classes", type=int, default=NUM_CLASSES)
+    parser.add_argument("--num_classes", type=int, default=NUM_CLASSES)
     parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
     parser.add_argument("--warmup", type=int, default=2,
                         help="untimed steps first; graph mode compiles in the first (default 2)")
@@ -288,14 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--isa", default=f"AVX2,{DEFAULT_ISA}",
                         help=f"comma-separated {ISA_VARIABLE} values; '{DEFAULT_ISA}' removes the "
                              "variable, ALL means no cap (default AVX2,default)")
-    parser.add_argument("--device-target", default="CPU")
+    parser.add_argument("--device_target", default="CPU")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU kernel threads (mindspore.device_context.cpu.op_tuning."
                              "threads_num); default: MindSpore's own choice")
-    parser.add_argument("--jit-level", default=None, choices=("O0", "O1", "O2"),
+    parser.add_argument("--jit_level", default=None, choices=("O0", "O1", "O2"),
                         help="graph compile level (set_context(jit_config=...)); default: "
                              "MindSpore's")
-    parser.add_argument("--graph-kernel", action="store_true",
+    parser.add_argument("--graph_kernel", action="store_true",
                         help="AKG graph-kernel fusion (set_context(enable_graph_kernel=True); "
                              "needs the `decorator` package, not a dependency of the book)")
     parser.add_argument("--seed", type=int, default=1)

@@ -37,6 +37,7 @@ import mindspore.dataset as ds
 import numpy as np
 from mindspore.train import Callback, Model
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
 from msresnet.config import Config, parse_overrides
@@ -150,13 +151,13 @@ def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet lr-range",
         description="Learning-rate range test on a profile's training step "
                     "(config overrides as --KEY VALUE after the options).")
     parser.add_argument("profile", nargs="?", default="cpu", help="profile or YAML (default cpu)")
-    parser.add_argument("--lr-min", type=float, default=1e-3)
-    parser.add_argument("--lr-max", type=float, default=10.0)
+    parser.add_argument("--lr_min", type=float, default=1e-3)
+    parser.add_argument("--lr_max", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--diverge", type=float, default=4.0,
                         help="stop once the smoothed loss is this many times its minimum")

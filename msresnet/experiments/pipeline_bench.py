@@ -40,6 +40,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from msresnet.cli import ArgumentParser
 from msresnet.cpu_speed import cpu_model
 
 RESULT_MARKER = "MSRESNET_PIPELINE_RESULT "
@@ -350,8 +351,8 @@ GRIDS = {
 
 def _worker_command(setting: Setting, dataset_dir: str, mindrecord_dir: str | None) -> list[str]:
     command = [sys.executable, "-m", "msresnet", "pipeline-bench", "--worker", json.dumps(asdict(setting)),
-               "--data-dir", dataset_dir]
-    return command + (["--mindrecord-dir", mindrecord_dir] if mindrecord_dir else [])
+               "--data_dir", dataset_dir]
+    return command + (["--mindrecord_dir", mindrecord_dir] if mindrecord_dir else [])
 
 
 def run_one(setting: Setting, dataset_dir: str, mindrecord_dir: str | None = None,
@@ -432,11 +433,11 @@ def format_table(report: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="msresnet pipeline-bench",
+    parser = ArgumentParser(prog="msresnet pipeline-bench",
                                      description="Measure the CIFAR-10 pipeline, alone and in training.")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="alone")
-    parser.add_argument("--data-dir", default="data/cifar-10-batches-bin")
-    parser.add_argument("--mindrecord-dir", default=None,
+    parser.add_argument("--data_dir", default="data/cifar-10-batches-bin")
+    parser.add_argument("--mindrecord_dir", default=None,
                         help="folder of cifar10_train.mindrecord (default: DATA_DIR/../mindrecord)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each setting (median kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.config import AMP_LEVELS, Config, load_config
 from msresnet.cpu_speed import cpu_model
@@ -657,7 +658,7 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet doctor",
         description="Check this machine for a profile before a long run: MindSpore and its "
                     "back ends, the device, CUDA/cuDNN or CANN, msrun and NCCL/HCCL, the "

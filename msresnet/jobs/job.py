@@ -60,6 +60,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the folder that
     sys.path[0] = str(Path(__file__).resolve().parents[2])  # holds msresnet/, not jobs/
 
+from msresnet.cli import ArgumentParser, is_ours
 from msresnet.storage import staging
 from msresnet.storage.settings import missing_credentials
 from msresnet.storage.sync import sync_data
@@ -69,7 +70,6 @@ log = logging.getLogger("msresnet.jobs.job")
 JOB_LOG = "job.log"
 # Config fields the job sets itself (they point into the cache folder).
 JOB_OWNED_FIELDS = ("data_dir", "output_dir", "data_url")
-EXIT_USAGE, EXIT_STAGING, EXIT_TRAINING = 2, 3, 1
 #: ModelArts variables the job reports when set (see chapter 6 for their sources).
 PLATFORM_VARIABLES = ("MA_JOB_DIR", "MA_MOUNT_PATH", "MA_LOG_DIR", "MA_NUM_HOSTS",
                       "VC_TASK_INDEX", "VC_WORKER_NUM", "MA_NUM_GPUS", "RANK_TABLE_FILE",
@@ -92,7 +92,7 @@ class JobArguments:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet job", allow_abbrev=False,
         description="Stage CIFAR-10 from object storage, train ResNet50, upload the "
                     "results. Extra --KEY VALUE pairs that are config fields override "
@@ -322,20 +322,22 @@ def deliver_outputs(args: JobArguments, plan: JobPlan, summary: dict[str, Any]) 
         summary["uploaded_files"] = uploaded.files
 
 
-def run(args: JobArguments) -> dict[str, Any]:
-    """Stage, prepare, train, upload. Returns the summary printed by :func:`main`."""
+def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
+    """Stage, prepare, train, upload: ``msresnet job``'s one library function (``plan``:
+    :func:`plan_job`'s, made here when not given). Returns the summary :func:`main`
+    prints. The data is validated once, when the training opens it."""
     from msresnet.config import load_config
     from msresnet.data.preparation import prepare_dataset
     from msresnet.training.train import train_and_evaluate
 
-    plan = plan_job(args)
+    plan = plan or plan_job(args)
     overrides = {**args.overrides, "data_dir": str(plan.data_dir),
                  "output_dir": str(plan.output_dir)}
     config = load_config(args.config, overrides)  # config errors before any transfer
     _log_plan(args, plan, config.profile)
     staged = stage_data(args, plan)
 
-    # 2. prepare (extract + validate; safe to call from every process)
+    # 2. prepare (extract; safe to call from every process)
     source = find_dataset_source(staged)
     folder = prepare_dataset(source, root=plan.data_dir,
                              md5=config.data_md5 if source.is_file() else None,
@@ -352,49 +354,33 @@ def run(args: JobArguments) -> dict[str, Any]:
     return summary
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: exit 0, 2 (arguments/config), 3 (staging) or 1 (training)."""
-    from msresnet.data.cifar10 import DatasetError
-    from msresnet.config import ConfigError
+def _upload_log(plan: JobPlan) -> None:
+    """The uploaded job.log ends before the upload: send the complete one too."""
+    from msresnet.training.distributed import rank_info
 
-    prog = "msresnet job"
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = parse_arguments(argv)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        plan = plan_job(args)
+        if plan.upload_url and rank_info().is_main:
+            staging.copy(plan.output_dir / JOB_LOG, plan.upload_url.rstrip("/") + "/" + JOB_LOG)
     except staging.StagingError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        log.warning("could not upload the final %s: %s", JOB_LOG, error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: parse, plan, :func:`run`, print the summary. An error is
+    written to ``job.log`` with its traceback and raised: ``msresnet`` prints the one
+    line (:func:`msresnet.cli.run`: exit 2 for a bad argument, config, data or store,
+    3 for anything the book does not raise on purpose)."""
+    args = parse_arguments(sys.argv[1:] if argv is None else list(argv))
+    plan = plan_job(args)
     handlers = _setup_logging(plan.output_dir / JOB_LOG)
     try:
-        summary = run(args)
-        # the uploaded job.log ends before the upload; send the complete one too
+        summary = run(args, plan)
         handlers[-1].flush()
-        try:
-            from msresnet.training.distributed import rank_info
-
-            if plan.upload_url and rank_info().is_main:
-                staging.copy(plan.output_dir / JOB_LOG,
-                             plan.upload_url.rstrip("/") + "/" + JOB_LOG)
-        except staging.StagingError as error:
-            log.warning("could not upload the final %s: %s", JOB_LOG, error)
-    except (ConfigError, DatasetError) as error:  # wrong config or data: the reader fixes it
-        log.error("%s", error)
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except staging.StagingError as error:
-        log.error("staging failed: %s: %s", type(error).__name__, error)
-        print(f"{prog}: error: staging failed: {error}", file=sys.stderr)
-        return EXIT_STAGING
-    except Exception as error:  # noqa: BLE001 - one line in the log, details below
-        log.exception("training job failed: %s", error)
-        print(f"{prog}: error: training failed: {type(error).__name__}: {error}"
-              f" (the traceback is in {plan.output_dir / JOB_LOG})", file=sys.stderr)
-        return EXIT_TRAINING
+        _upload_log(plan)
+    except Exception as error:  # the reader's (a line) or a bug (the traceback too)
+        (log.error if is_ours(error) else log.exception)(
+            "the job failed: %s: %s", type(error).__name__, error)
+        raise
     finally:
         for handler in handlers:
             logging.getLogger("msresnet").removeHandler(handler)

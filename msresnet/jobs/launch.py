@@ -58,7 +58,7 @@ from typing import Any, TextIO
 import psutil
 
 from msresnet.atomic import write_text
-from msresnet.cli import DEBUG_VARIABLE
+from msresnet.cli import ArgumentParser, DEBUG_VARIABLE
 from msresnet.config import (Config, ConfigError, Overrides, for_devices, load_config, lr_rule,
                              parse_overrides)
 from msresnet.data.source import DATA_DIR_VARIABLE, choose_data_dir
@@ -94,6 +94,7 @@ class LaunchError(RuntimeError):
         self.exit_code = exit_code
         self.log = log
         self.tail = list(tail)
+        self.summary = message  # the one line, without the log's tail
         text = message
         if log is not None and self.tail:
             text += f"\n--- last lines of {log} ---\n" + "\n".join(self.tail)
@@ -279,7 +280,7 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
     rate = for_devices(config, workers).lr_max
     given = [*(overrides or {}), *(["output_dir"] if output is not None else [])]
     config_file = str(Path(config.output_dir) / LAUNCH_CONFIG)
-    args = ["--config", config_file] + ([] if progress else ["--no-progress"])
+    args = ["--config", config_file] + ([] if progress else ["--no_progress"])
     env = {DUMP_VARIABLE: str(Path(config.output_dir) / RANK_DUMP_FOLDER)} if rank_dump else {}
     return LaunchPlan(
         workers=workers, local_workers=local, master_addr=master_addr,
@@ -504,14 +505,14 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
 
 # --------------------------------------------------------------------------- CLI
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="msresnet launch",
         description="Train data-parallel with msrun. Other --KEY VALUE options are Config "
                     "fields passed to the training (e.g. --epoch_size 2 --batch_size 32).")
     parser.add_argument("--workers", type=int, required=True,
                         help="worker processes in total (one per device)")
     parser.add_argument("--profile", default="smoke", help="smoke, cpu, gpu, ascend or a YAML path")
-    parser.add_argument("--output", help="output_dir (default: the profile's)")
+    parser.add_argument("--output_dir", help="where the run writes (default: the profile's)")
     parser.add_argument("--master_port", type=int, help="scheduler port (default: a free one)")
     parser.add_argument("--master_addr", default="127.0.0.1",
                         help="scheduler address (the first node's IP for several nodes)")
@@ -526,27 +527,24 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"each rank writes its data, losses and weights to OUTPUT/"
                              f"{RANK_DUMP_FOLDER} ({DUMP_VARIABLE})")
     parser.add_argument("--progress", action="store_true", help="rank 0 shows a progress bar")
-    parser.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+    parser.add_argument("--dry_run", dest="dry_run", action="store_true",
                         help="check the config, print the command and exit (writes nothing)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: print the command, run it (unless --dry-run); 0 ok, 1 failed, 2 usage."""
+    """Command line: print the command, run it (unless --dry_run); 0 when every worker
+    finished. A bad config or command line, and a failed worker, raise
+    :class:`~msresnet.config.ConfigError` or :class:`LaunchError`: ``msresnet`` prints
+    the one line (:func:`msresnet.cli.run`, exit 2)."""
     parser = _parser()
     args, rest = parser.parse_known_args(argv)
-    try:
-        overrides = parse_overrides(rest)  # errors name the command line
-        if "output_dir" in overrides and args.output is None:
-            args.output = overrides.pop("output_dir")
-        plan = build_plan(args.workers, args.profile, overrides, args.output,
-                          master_port=args.master_port, master_addr=args.master_addr,
-                          local_workers=args.local_workers, node_rank=args.node_rank,
-                          log_dir=args.log_dir, cluster_time_out=args.cluster_time_out,
-                          rank_dump=args.rank_dump, progress=args.progress)
-    except (ConfigError, LaunchError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    overrides = parse_overrides(rest)  # errors name the command line
+    plan = build_plan(args.workers, args.profile, overrides, args.output_dir,
+                      master_port=args.master_port, master_addr=args.master_addr,
+                      local_workers=args.local_workers, node_rank=args.node_rank,
+                      log_dir=args.log_dir, cluster_time_out=args.cluster_time_out,
+                      rank_dump=args.rank_dump, progress=args.progress)
     print(f"# {lr_rule(plan.config, plan.workers)}")
     print(plan.describe_config())
     print(plan.shell(), flush=True)
@@ -554,8 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         result = run(plan, timeout=args.timeout, echo=sys.stdout)
-    except LaunchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    except LaunchError as error:  # the failed rank's last lines, then the one-line error
+        if error.tail:
+            print(f"--- last lines of {error.log} ---", *error.tail, sep="\n", file=sys.stderr)
+        raise LaunchError(error.summary, rank=error.rank, exit_code=error.exit_code) from None
     print(f"done in {result.seconds:.0f} s; logs of every rank in {plan.log_dir}")
     return 0

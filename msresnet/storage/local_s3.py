@@ -26,6 +26,8 @@ import subprocess
 import sys
 from types import TracebackType
 
+from msresnet.cli import ArgumentParser
+
 #: Environment variables this server exports while it runs (values restored on stop).
 EXPORTED_VARIABLES = (
     "S3_ENDPOINT",
@@ -165,7 +167,7 @@ def local_server(**kwargs: object) -> LocalS3Server:
     return LocalS3Server(**kwargs)  # type: ignore[arg-type]
 
 
-def _serve(host: str) -> None:
+def serve(host: str) -> None:
     """Child side: read credentials from stdin, serve until stdin closes."""
     try:
         credentials = json.loads(sys.stdin.readline())
@@ -201,7 +203,7 @@ def main(argv: list[str]) -> int:
     """Serve until standard input closes (:class:`LocalS3` starts this as its child)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="msresnet local-s3", description=_serve.__doc__)
+    parser = ArgumentParser(prog="msresnet local-s3", description=serve.__doc__)
     parser.add_argument("--host", default="127.0.0.1")
-    _serve(parser.parse_args(argv).host)
+    serve(parser.parse_args(argv).host)
     return 0

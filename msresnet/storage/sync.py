@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from msresnet.atomic import write_json
-from msresnet.cli import USAGE_ERROR
+from msresnet.cli import ArgumentParser, USAGE_ERROR
 from msresnet.storage.staging import (CopyResult, StagingError, copy, copy_parallel, is_directory,
                                       parse_url)
 
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="msresnet sync", description=main.__doc__)
+    parser = ArgumentParser(prog="msresnet sync", description=main.__doc__)
     parser.add_argument("src")
     parser.add_argument("dst")
     parser.add_argument("--world", type=int, default=None,

@@ -35,6 +35,7 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Model
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_csv, write_json
 from msresnet.data.cifar10 import FOLDER_NAME, NUM_CLASSES, dataset_folder
 from msresnet.model.losses import SparseCrossEntropy
@@ -448,7 +449,7 @@ def run_sweep(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] 
 def _parser() -> Any:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="msresnet sweep",
+    parser = ArgumentParser(prog="msresnet sweep",
                                      description="Evaluate every checkpoint of a training run.")
     parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
     parser.add_argument("--data_dir", default=None,
@@ -461,9 +462,9 @@ def _parser() -> Any:
                         help="choose on the run's held-out validation images or on the test "
                              "set (default: what the run validated on)")
     parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
-    parser.add_argument("--no-promote", action="store_true",
+    parser.add_argument("--no_promote", action="store_true",
                         help="do not write best.ckpt/best.json")
-    parser.add_argument("--replace-best", action="store_true",
+    parser.add_argument("--replace_best", action="store_true",
                         help="replace best.ckpt/best.json even when they were selected on "
                              "other images (they are kept as best.previous.*)")
     return parser

@@ -68,6 +68,7 @@ import mindspore.dataset as ds
 from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
+from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json, write_text
 from msresnet.config import (Config, ConfigError, for_devices, load_config, lr_rule,
                              parse_overrides)
@@ -546,75 +547,52 @@ def callbacks_from_environment(environ: Mapping[str, str] | None = None) -> list
     return [RankDump(folder)]
 
 
-USAGE = """usage: msresnet train [PROFILE | --config PROFILE_OR_YAML] [--output DIR]
-                         [--stop_after_epoch N] [--no-progress] [--KEY VALUE ...]
-
-PROFILE is smoke, cpu, gpu or ascend (configs/<name>.yaml); --config also takes a
-path to a YAML file. --output sets output_dir. Every Config field can be overridden
-with --KEY VALUE (e.g. --epoch_size 3 --train_samples 256 --resume_from auto).
-The data folder: --data_dir DIR, else $MSRESNET_DATA_DIR, else the profile's
-(those two relative to the repository root)."""
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="msresnet train",
+        usage="msresnet train [PROFILE | --config PROFILE_OR_YAML] [--output_dir DIR]\n"
+              "                      [--stop_after_epoch N] [--no_progress] [--KEY VALUE ...]",
+        description="Train and validate ResNet50 on CIFAR-10 under a profile.",
+        epilog="Every Config field can be overridden with --KEY VALUE (e.g. --epoch_size 3 "
+               "--train_samples 256 --resume_from auto; chapter 2 lists them). The data "
+               "folder: --data_dir DIR, else $MSRESNET_DATA_DIR, else the profile's (those "
+               "two relative to the repository root).")
+    parser.add_argument("--config", default=None, help="the profile: smoke, cpu, gpu or "
+                        "ascend (configs/<name>.yaml), or a YAML path; also the first word")
+    parser.add_argument("--output_dir", default=None, help="where the run writes "
+                        "(default: the profile's output_dir)")
+    parser.add_argument("--stop_after_epoch", type=int, default=None,
+                        help="stop after this epoch, as if interrupted (resume continues)")
+    parser.add_argument("--no_progress", action="store_true", help="no progress bar")
+    return parser
 
 
 def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bool]:
-    """``(profile_or_path, overrides, stop_after_epoch, progress)`` from the command line."""
-    args = list(argv)
-    profile: str | None = None
-    stop: int | None = None
-    progress = True
-    rest: list[str] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        name, has_value, value = token.partition("=")
-        if name in ("--config", "--output", "--stop_after_epoch", "--stop-after-epoch"):
-            if not has_value:
-                i += 1
-                if i == len(args):
-                    raise ConfigError(f"missing value after {token}")
-                value = args[i]
-            if name == "--config":
-                profile = value
-            elif name == "--output":
-                rest += ["--output_dir", value]
-            else:
-                try:
-                    stop = int(value)
-                except ValueError:
-                    raise ConfigError(f"--stop_after_epoch: must be an integer, "
-                                      f"got {value!r}") from None
-        elif token == "--no-progress":
-            progress = False
-        elif token in ("-h", "--help"):
-            raise SystemExit(USAGE)
-        elif not token.startswith("-") and profile is None and not rest:
-            profile = token
-        else:
-            rest.append(token)
-        i += 1
-    return profile or "smoke", dict(parse_overrides(rest)), stop, progress
+    """``(profile_or_path, overrides, stop_after_epoch, progress)`` from the command line;
+    a bad value raises :class:`~msresnet.config.ConfigError` naming it."""
+    argv = list(argv)
+    # the profile as the first word (a positional would reorder the --KEY VALUE pairs
+    # argparse does not know, which go on to parse_overrides in their order)
+    first = argv.pop(0) if argv and not argv[0].startswith("-") else None
+    args, rest = _parser().parse_known_args(argv)
+    if first and args.config and first != args.config:
+        raise ConfigError(f"two profiles given: {first!r} and --config {args.config!r}")
+    overrides = dict(parse_overrides(rest))
+    if args.output_dir is not None:
+        overrides["output_dir"] = args.output_dir
+    return args.config or first or "smoke", overrides, args.stop_after_epoch, \
+        not args.no_progress
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: train, print a one-line summary, exit 0 (2 on a config error)."""
+    """``msresnet train``: train, print a one-line summary; a bad config or a run that
+    cannot start raises, and ``msresnet`` prints the one line (:func:`msresnet.cli.run`)."""
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        profile, overrides, stop, progress = parse_args(argv)
-        config = load_run_config(profile, overrides)
-    except ConfigError as error:
-        print(f"{USAGE}\nerror: {error}", file=sys.stderr)  # the error last: what a shell shows
-        return 2
-    try:
-        result = train_and_evaluate(config, stop_after_epoch=stop, progress=progress,
-                                    extra_callbacks=callbacks_from_environment())
-    except ConfigError as error:  # the device-count rule's rate, checked at the start
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (TrainError, CheckpointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    profile, overrides, stop, progress = parse_args(argv)
+    result = train_and_evaluate(load_run_config(profile, overrides), stop_after_epoch=stop,
+                                progress=progress, extra_callbacks=callbacks_from_environment())
     best = result.best or {}
     print(json.dumps({"output_dir": str(result.output_dir), "epochs": result.epochs,
                       "steps": result.steps, "seconds": result.seconds,

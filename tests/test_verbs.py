@@ -1,0 +1,71 @@
+"""Every ``msresnet`` verb alike (issue 37): ``--help`` exits 0, options are declared
+with the config keys' spelling (underscores) and accepted with hyphens, and each
+verb's ``main`` is a thin adapter over a library function of the package."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from msresnet import cli
+
+PACKAGE = Path(cli.__file__).resolve().parent
+MAIN_LINES = 30
+"""The longest a verb's ``main`` may be: parse, call the library, print."""
+
+
+def _module_file(module: str) -> Path:
+    return PACKAGE.parent / (module.replace(".", "/") + ".py")
+
+
+@pytest.mark.parametrize("verb", sorted(cli.COMMANDS))
+def test_help_exits_0_and_names_the_verb(verb, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main([verb, "--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: msresnet {verb}")
+
+
+def test_one_spelling_is_declared_and_both_are_read():
+    parser = cli.ArgumentParser(prog="msresnet demo")
+    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--output_dir")
+    parser.add_argument("--no_promote", action="store_true")
+    for argv in (["--batch_size", "8", "--output_dir", "o", "--no_promote"],
+                 ["--batch-size=8", "--output-dir", "o", "--no-promote"],
+                 ["--batch", "8", "--out", "o", "--no_promote"]):
+        args = parser.parse_args(argv)
+        assert (args.batch_size, args.output_dir, args.no_promote) == (8, "o", True), argv
+    with pytest.raises(ValueError, match="declare --dry-run as --dry_run"):
+        parser.add_argument("--dry-run", action="store_true")
+    with pytest.raises(SystemExit):  # no abbreviations
+        parser.parse_args(["--batch_si", "8"])
+
+
+def test_no_parser_outside_the_one_spelling():
+    """Every verb builds its parser with msresnet.cli.ArgumentParser."""
+    plain = [path.relative_to(PACKAGE.parent).as_posix() for path in PACKAGE.rglob("*.py")
+             if "argparse.ArgumentParser(" in path.read_text() and path.name != "cli.py"]
+    assert plain == []
+
+
+@pytest.mark.parametrize("verb", sorted(cli.COMMANDS))
+def test_main_is_a_thin_adapter_over_a_library_function(verb):
+    """``main`` parses, calls the package's own function for the verb and prints:
+    short, and it calls at least one public function defined in the package."""
+    module = cli.COMMANDS[verb][0]
+    tree = ast.parse(_module_file(module).read_text())
+    (main,) = [node for node in tree.body if isinstance(node, ast.FunctionDef)
+               and node.name == "main"]
+    assert main.end_lineno - main.lineno + 1 <= MAIN_LINES, f"{module}.main is too long"
+    loaded = importlib.import_module(module)
+    called = {node.func.id for node in ast.walk(main)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    library = {name for name in called if not name.startswith("_") and name != "main"
+               and "pars" not in name and inspect.isfunction(getattr(loaded, name, None))
+               and getattr(loaded, name).__module__.startswith("msresnet")}
+    assert library, f"{module}.main calls no public function of the package: {sorted(called)}"
