@@ -249,3 +249,24 @@ def test_free_modules_really_import_without_mindspore():
                           timeout=300, cwd=PACKAGE.parent)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def _calls(name: str) -> dict[str, int]:
+    """Modules that call the function ``name`` (any form: ``f(...)``, ``x.f(...)``)."""
+    found: dict[str, int] = {}
+    for module in MODULES:
+        tree = ast.parse(source_of(module))
+        count = sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+            getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name))
+        if count:
+            found[module] = count
+    return found
+
+
+def test_one_place_builds_a_runs_config():
+    """Issue 37: the profile, the overrides and the data folder's rule meet in
+    run_config.build_run_config; no tool loads a profile or applies the rule itself
+    (config's own table of the profiles aside)."""
+    assert _calls("choose_data_dir") == {"run_config": 1}
+    assert set(_calls("load_config")) == {"config", "run_config"}
+    assert _calls("build_run_config"), "nobody builds a run's config"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.book.notebook import DATA_DIR_VARIABLE, config_from_parameters
-from msresnet.config import load_config
+from msresnet.book.notebook import config_from_parameters
+from msresnet.data.source import DATA_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 
 
@@ -20,14 +20,15 @@ def in_notebooks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_the_variable_the_profile_folder_is_used(in_notebooks: None) -> None:
-    assert config_from_parameters({"profile": "smoke"}).data_dir == os.path.join("..", "data")
+    # absolute from here on (issue 37): the profile's folder, relative to the repository
+    assert config_from_parameters({"profile": "smoke"}).data_dir == str(REPO_ROOT / "data")
 
 
 def test_the_variable_replaces_the_profile_folder(in_notebooks: None,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
     assert config_from_parameters({"profile": "smoke"}).data_dir == \
-        os.path.join("..", "data-variant")
+        str(REPO_ROOT / "data-variant")
     monkeypatch.setenv(DATA_DIR_VARIABLE, "/somewhere/else")
     assert config_from_parameters({"profile": "smoke"}).data_dir == "/somewhere/else"
 
@@ -36,7 +37,7 @@ def test_an_explicit_parameter_wins_over_the_variable(in_notebooks: None,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
     config = config_from_parameters({"profile": "smoke", "data_dir": "mine"})
-    assert config.data_dir == "mine"
+    assert config.data_dir == str(REPO_ROOT / "notebooks" / "mine")  # as given: from here
 
 
 # ----------------------------------------------------------------- one rule, every entry point
@@ -62,10 +63,9 @@ def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, gi
     """``msresnet train``, a chapter's parameters, ``msresnet reproduce``'s record and
     ``msresnet launch``'s config name the same folder, from the repository root and from
     notebooks/ alike."""
-    from msresnet.book.reproduce import data_dir_used
     from msresnet.data.source import resolve_data_dir
     from msresnet.jobs.launch import job_config
-    from msresnet.training.train import load_run_config
+    from msresnet.run_config import build_run_config
 
     if variable is None:
         monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
@@ -77,9 +77,8 @@ def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, gi
     seen = set()
     for folder in (REPO_ROOT, REPO_ROOT / "notebooks"):
         monkeypatch.chdir(folder)
-        seen.add(resolve_data_dir(load_run_config("smoke", overrides).data_dir))
+        seen.add(resolve_data_dir(build_run_config("smoke", overrides).data_dir))
         seen.add(resolve_data_dir(config_from_parameters({"profile": "smoke", **overrides})
                                   .data_dir))
-        seen.add(data_dir_used(load_config("smoke", overrides).data_dir, bool(mine)))
         seen.add(resolve_data_dir(job_config("smoke", overrides, None).data_dir))
     assert seen == {resolve_data_dir(expected)}

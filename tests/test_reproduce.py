@@ -182,16 +182,6 @@ def test_parameters_reach_the_kernel_as_the_notebook_expects(tmp_path, monkeypat
     assert (tmp_path / run["out"] / run["train_dir"]).as_posix() == metrics["output_dir"]
 
 
-def test_the_data_folder_recorded_is_the_one_the_chapters_read(monkeypatch, tmp_path):
-    from msresnet.book.notebook import DATA_DIR_VARIABLE
-    from msresnet.book.reproduce import data_dir_used
-    monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
-    assert data_dir_used("data", given=False) == REPO_ROOT / "data"
-    monkeypatch.setenv(DATA_DIR_VARIABLE, "data-variant")
-    assert data_dir_used("data", given=False) == REPO_ROOT / "data-variant"
-    assert data_dir_used(str(tmp_path), given=True) == tmp_path  # -p data_dir wins
-
-
 def test_the_recorded_command_is_quoted_for_the_shell():
     argv = ["--profile", "cpu", "-p", "data_url", "/data/my copy.tgz", "--out", "runs/a b"]
     command = reproduce.command_line(argv)

@@ -27,7 +27,8 @@ from msresnet.training import checkpoints as ck
 from msresnet.training import sweep as sw
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
-from msresnet.training.train import (TrainError, parse_args, recorded_config, train_and_evaluate,
+from msresnet.run_config import recorded_config
+from msresnet.training.train import (TrainError, parse_args, train_and_evaluate,
                             validation_epochs)
 
 SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,

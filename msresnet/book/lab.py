@@ -21,7 +21,6 @@ Usage: ``msresnet lab [--port 8888] [--ip 127.0.0.1] [--register-only]``.
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import hashlib
 import importlib.metadata

@@ -32,9 +32,8 @@ from typing import Any
 
 from msresnet.atomic import write_json
 from msresnet.cli import did_you_mean
-from msresnet.config import (FIELDS, Config, ConfigError, Overrides, load_config,
-                             value_from_text)
-from msresnet.data.source import DATA_DIR_VARIABLE, choose_data_dir
+from msresnet.config import (FIELDS, Config, ConfigError, Overrides, value_from_text)
+from msresnet.run_config import build_run_config
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"
@@ -100,12 +99,10 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
     overrides = Overrides({k: value_from_text(k, v) for k, v in params.items()
                            if k in FIELDS and k != "profile" and v is not None},
                           source="notebook parameters")
-    given = set(overrides)  # what the parameters set explicitly
-    config = load_config(profile, overrides)
-    relative = {"output_dir": os.path.relpath(REPO_ROOT / config.output_dir)} \
-        if "output_dir" not in given and not os.path.isabs(config.output_dir) else {}
-    data_dir = choose_data_dir(config.data_dir, "data_dir" in given)
-    return dataclasses.replace(config, data_dir=data_dir, **relative)  # Config is frozen
+    config = build_run_config(profile, overrides)
+    if "output_dir" in overrides or os.path.isabs(config.output_dir):
+        return config
+    return dataclasses.replace(config, output_dir=os.path.relpath(REPO_ROOT / config.output_dir))
 
 
 def record_metrics(chapter: str, metrics: Mapping[str, Any]) -> dict[str, Any]:

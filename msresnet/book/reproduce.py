@@ -47,11 +47,10 @@ import yaml
 from msresnet import atomic
 from msresnet.cli import ArgumentParser, did_you_mean
 from msresnet.cpu_speed import cpu_model
-from msresnet.config import (FIELDS, PROFILES, Overrides, for_devices, load_config,
-                             lr_rule, parse_overrides)
+from msresnet.config import (FIELDS, PROFILES, Overrides, for_devices, lr_rule, parse_overrides)
 from msresnet.data.preparation import provenance
 from msresnet.book.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
-from msresnet.data.source import choose_data_dir, resolve_data_dir
+from msresnet.run_config import build_run_config
 from msresnet.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -357,8 +356,9 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
     given_out = Path(out).as_posix()
     out = out.resolve()
     shared = {"profile": profile, "output_dir": str(out / TRAIN_DIR)}
-    config = load_config(profile, Overrides({**config_overrides, "output_dir": shared["output_dir"]},
-                                           source="-p parameters"))
+    # the chapters' Config, as config_from_parameters builds it (the data folder's rule)
+    config = build_run_config(profile, Overrides(
+        {**config_overrides, "output_dir": shared["output_dir"]}, source="-p parameters"))
 
     out.mkdir(parents=True, exist_ok=True)
     run_file = out / "run.json"
@@ -391,17 +391,10 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
             os.environ[METRICS_DIR_VARIABLE] = saved_metrics_dir
     run["finished"] = now()
     run["seconds"] = round(time.perf_counter() - t0, 2)
-    run["dataset"] = provenance(data_dir_used(config.data_dir, "data_dir" in user))
+    run["dataset"] = provenance(Path(config.data_dir))
     write_json(run_file, run)
     write_report(out, run)
     return run
-
-
-def data_dir_used(configured: str, given: bool) -> Path:
-    """The data folder the chapters read, by the book's one rule
-    (:func:`msresnet.data.source.choose_data_dir`: ``-p data_dir`` if given, else
-    ``$MSRESNET_DATA_DIR`` if set, else the profile's), resolved as a run records it."""
-    return resolve_data_dir(choose_data_dir(configured, given))
 
 
 def command_line(argv: Sequence[str]) -> str:

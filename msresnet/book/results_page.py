@@ -16,7 +16,6 @@ the README row are laid out by the Jinja2 templates in ``msresnet/book/templates
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os

@@ -32,7 +32,6 @@ import io
 import json
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

@@ -20,7 +20,6 @@ import os
 import sys
 
 from msresnet.cli import ArgumentParser
-from msresnet import cli
 from msresnet.data.cifar10 import MINDSPORE_MIRROR_URL, OFFICIAL_URL
 from msresnet.data.preparation import prepare_dataset
 from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, LOCAL_MIRROR_MD5

@@ -32,7 +32,6 @@ book's in-browser page runs) and for the tests. What the steps are for:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections import Counter
@@ -47,11 +46,11 @@ from mindspore import nn
 from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
-from msresnet.config import Config, load_config
+from msresnet.config import Config
 from msresnet.data.download import sha256  # also imported from here by the tests
 from msresnet.training.selection import read_test
 from msresnet.model.resnet import resnet50
-from msresnet.training.train import CONFIG_FILE
+from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config
 
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
 ONNX_QDQ_OPSET = 13  # DequantizeLinear's per-channel "axis" attribute needs opset 13
@@ -65,12 +64,12 @@ class ExportError(ValueError):
 def run_config(checkpoint: str | os.PathLike[str], config: str | None = None) -> Config:
     """The configuration of the run that wrote ``checkpoint`` (its folder's config.yaml)."""
     if config is not None:
-        return load_config(config)
-    beside = Path(checkpoint).parent / CONFIG_FILE
-    if not beside.is_file():
+        return build_run_config(config)
+    recorded = recorded_config(Path(checkpoint).parent)
+    if recorded is None:
         raise ExportError(f"{checkpoint}: no {CONFIG_FILE} beside it to say which network it "
                           "holds; pass --config PROFILE_OR_YAML")
-    return load_config(beside)
+    return recorded
 
 
 def network_for(checkpoint: str | os.PathLike[str], config: Config) -> nn.Cell:

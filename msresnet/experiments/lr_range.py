@@ -23,7 +23,6 @@ smoothed minimum and at the steepest descent, and where the test stopped
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -42,7 +41,7 @@ from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
 from msresnet.config import Config, parse_overrides
 from msresnet.training.factories import make_datasets, make_loss, make_network, make_optimizer, set_context
-from msresnet.training.train import load_run_config
+from msresnet.run_config import build_run_config
 
 log = logging.getLogger("msresnet.experiments.lr_range")
 
@@ -164,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the result here")
     args, rest = parser.parse_known_args(argv)
     rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
-    config = load_run_config(args.profile, dict(parse_overrides(rest)))  # the data-folder rule
+    config = build_run_config(args.profile, parse_overrides(rest))
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
     ds.config.set_seed(config.seed)
     result = range_test(config, lr_min=args.lr_min, lr_max=args.lr_max, steps=args.steps,

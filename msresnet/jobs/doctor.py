@@ -50,11 +50,11 @@ from typing import Any
 
 from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json
-from msresnet.config import AMP_LEVELS, Config, load_config
+from msresnet.config import AMP_LEVELS, Config
 from msresnet.cpu_speed import cpu_model
 from msresnet.data.cifar10 import (TEST_IMAGES, DatasetError, dataset_folder, split_counts,
                                    validate)
-from msresnet.data.source import choose_data_dir
+from msresnet.run_config import build_run_config
 from msresnet.jobs.launch import MSRUN_MODULE
 from msresnet.paths import REPO_ROOT, in_repo
 
@@ -682,10 +682,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     overrides = {"data_dir": args.data_dir, "amp_level": args.amp_level}
-    config = load_config(args.profile, {k: v for k, v in overrides.items() if v is not None})
     # the folder training would read: the one given, else $MSRESNET_DATA_DIR, else the profile's
-    config = dataclasses.replace(config, data_dir=choose_data_dir(config.data_dir,
-                                                                  args.data_dir is not None))
+    config = build_run_config(args.profile, {k: v for k, v in overrides.items() if v is not None})
     print(header(config), flush=True)
     checks: list[Check] = []
     for check in diagnose(config, args.steps, args.batch_size or config.batch_size):

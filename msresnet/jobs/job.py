@@ -326,14 +326,14 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     """Stage, prepare, train, upload: ``msresnet job``'s one library function (``plan``:
     :func:`plan_job`'s, made here when not given). Returns the summary :func:`main`
     prints. The data is validated once, when the training opens it."""
-    from msresnet.config import load_config
     from msresnet.data.preparation import prepare_dataset
+    from msresnet.run_config import build_run_config
     from msresnet.training.train import train_and_evaluate
 
     plan = plan or plan_job(args)
     overrides = {**args.overrides, "data_dir": str(plan.data_dir),
                  "output_dir": str(plan.output_dir)}
-    config = load_config(args.config, overrides)  # config errors before any transfer
+    config = build_run_config(args.config, overrides)  # config errors before any transfer
     _log_plan(args, plan, config.profile)
     staged = stage_data(args, plan)
 

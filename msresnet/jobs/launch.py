@@ -39,7 +39,6 @@ All logs (``scheduler.log``, ``worker_<rank>.log``, ``msrun.log``) go to
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import re
 import shlex
@@ -59,9 +58,10 @@ import psutil
 
 from msresnet.atomic import write_text
 from msresnet.cli import ArgumentParser, DEBUG_VARIABLE
-from msresnet.config import (Config, ConfigError, Overrides, for_devices, load_config, lr_rule,
+from msresnet.config import (Config, Overrides, for_devices, lr_rule,
                              parse_overrides)
-from msresnet.data.source import DATA_DIR_VARIABLE, choose_data_dir
+from msresnet.data.source import DATA_DIR_VARIABLE
+from msresnet.run_config import build_run_config
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
@@ -249,10 +249,8 @@ def job_config(profile: str, overrides: Mapping[str, Any] | None,
     values = Overrides(overrides or {}, getattr(overrides, "source", "overrides"))
     if output is not None:
         values["output_dir"] = output
-    config = load_config(profile, values)
-    # The data folder by the book's one rule, decided here once for every worker.
-    data_dir = choose_data_dir(config.data_dir, "data_dir" in values)
-    return config if data_dir == config.data_dir else dataclasses.replace(config, data_dir=data_dir)
+    # the data folder by the book's one rule, decided here once for every worker
+    return build_run_config(profile, values)
 
 
 def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any] | None = None,

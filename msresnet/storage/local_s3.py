@@ -201,7 +201,6 @@ def serve(host: str) -> None:
 
 def main(argv: list[str]) -> int:
     """Serve until standard input closes (:class:`LocalS3` starts this as its child)."""
-    import argparse
 
     parser = ArgumentParser(prog="msresnet local-s3", description=serve.__doc__)
     parser.add_argument("--host", default="127.0.0.1")

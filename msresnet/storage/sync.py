@@ -306,7 +306,6 @@ def sync_data(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
 def main(argv: list[str] | None = None) -> int:
     """``msresnet sync SRC DST [--world N] [--job ID] [--timeout S]``: what
     each of N processes of a node runs; prints one JSON line about what it did."""
-    import argparse
     import sys
 
     parser = ArgumentParser(prog="msresnet sync", description=main.__doc__)

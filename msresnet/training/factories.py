@@ -19,7 +19,7 @@ from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5Ca
 
 from msresnet.config import Config
 from msresnet.data.cifar10 import (  # dataset_folder re-exported: the chapters import it here
-    DatasetError, dataset_folder)
+    DatasetError, dataset_folder)  # noqa: F401
 from msresnet.data.pipeline import create_dataset
 from msresnet.data.source import DataSource, open_data_source
 from msresnet.model.losses import CrossEntropySmooth, SparseCrossEntropy

@@ -245,7 +245,8 @@ def _run_config(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str
                 ) -> tuple[Any, dict[str, list[Any]]]:
     """The run's recorded config (``data_dir`` replaced when it names another folder)
     and ``{key: [recorded, used]}`` of what differs; the data folder must exist."""
-    from msresnet.training.train import CONFIG_FILE, config_differences, recorded_config
+    from msresnet.run_config import CONFIG_FILE, recorded_config
+    from msresnet.training.train import config_differences
 
     config_path = Path(run_dir) / CONFIG_FILE
     recorded = recorded_config(run_dir)
@@ -447,7 +448,6 @@ def run_sweep(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] 
 
 
 def _parser() -> Any:
-    import argparse
 
     parser = ArgumentParser(prog="msresnet sweep",
                                      description="Evaluate every checkpoint of a training run.")

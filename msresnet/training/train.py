@@ -70,9 +70,10 @@ from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json, write_text
-from msresnet.config import (Config, ConfigError, for_devices, load_config, lr_rule,
+from msresnet.config import (Config, ConfigError, for_devices, lr_rule,
                              parse_overrides)
-from msresnet.data.source import DataSource, choose_data_dir, open_data_source, same_data_dir
+from msresnet.data.source import DataSource, open_data_source, same_data_dir
+from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config
 from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
                                          StopAfterEpoch, read_history)
 from msresnet.training.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoint_meta,
@@ -86,7 +87,6 @@ from msresnet.training.selection import final_test, read_best
 
 log = logging.getLogger("msresnet.training.train")
 
-CONFIG_FILE = "config.yaml"
 LOG_FILE = "train.log"
 RESULT_FILE = "result.json"
 
@@ -132,12 +132,6 @@ def resolve_resume(config: Config, output_dir: Path) -> Path | None:
 # Keys that may differ between a run's recording and the command that resumes it
 # without changing what the run trains on.
 RESUME_FREE_KEYS = ("resume_from", "output_dir", "epoch_size", "num_workers")
-
-
-def recorded_config(run_dir: str | os.PathLike[str]) -> Config | None:
-    """The configuration a run recorded in its ``config.yaml``, or None when it has none."""
-    path = Path(run_dir) / CONFIG_FILE
-    return load_config(path) if path.is_file() else None
 
 
 def config_differences(recorded: Config, current: Config,
@@ -281,30 +275,19 @@ class _Position:
         return self.initial_epoch * self.steps_per_epoch
 
 
-def load_run_config(profile_or_path: str | os.PathLike[str],
-                    overrides: Mapping[str, Any] | None = None) -> Config:
-    """A profile (or YAML file) with ``overrides``, its data folder chosen by the book's
-    one rule (:func:`msresnet.data.source.choose_data_dir`): a ``data_dir`` override as
-    given, else ``$MSRESNET_DATA_DIR``, else the profile's."""
-    config = load_config(profile_or_path, overrides)
-    chosen = choose_data_dir(config.data_dir, "data_dir" in (overrides or {}))
-    # a new Config (checked again) only when the rule chose another folder
-    return config if chosen == config.data_dir else dataclasses.replace(config, data_dir=chosen)
-
-
 def _config_and_data(config: Config | str | os.PathLike[str],
                      overrides: Mapping[str, Any] | None) -> tuple[Config, DataSource]:
     """The run's Config and its data, opened once (validated, split, identified).
 
     A :class:`Config` is taken as built (its ``data_dir`` chosen by whoever built it,
     e.g. a chapter's parameters); a profile name or YAML path goes through
-    :func:`load_run_config`. The returned Config names the data folder as the source
+    :func:`msresnet.run_config.build_run_config`. The returned Config names the data folder as the source
     resolved it, which is what ``config.yaml`` records and a resume compares.
     """
-    if isinstance(config, Config) and overrides:
+    if not isinstance(config, Config):
+        config = build_run_config(config, overrides)
+    elif overrides:
         config = dataclasses.replace(config, **dict(overrides))  # the new values checked
-    elif not isinstance(config, Config):
-        config = load_run_config(config, overrides)
     source = open_data_source(config)
     return dataclasses.replace(config, data_dir=str(source.data_dir)), source
 
@@ -591,7 +574,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile, overrides, stop, progress = parse_args(argv)
-    result = train_and_evaluate(load_run_config(profile, overrides), stop_after_epoch=stop,
+    result = train_and_evaluate(build_run_config(profile, overrides), stop_after_epoch=stop,
                                 progress=progress, extra_callbacks=callbacks_from_environment())
     best = result.best or {}
     print(json.dumps({"output_dir": str(result.output_dir), "epochs": result.epochs,
