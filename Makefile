@@ -66,7 +66,8 @@ REFERENCE_RUN ?= runs/cpu-reference-2/train
 browser-model: venv data
 	$(PY) -m msresnet export $(REFERENCE_RUN)/best.ckpt --browser --out web/classify
 
-# Always a full build (about 10 s): an incremental Sphinx build that finds no page
+# Always a full build (about 15 s, the source archive included: book/_ext/source_archive.py
+# writes _downloads/msresnet-book.tar.gz): an incremental Sphinx build that finds no page
 # out of date skips copying html_extra_path, so an edited web/classify/ file would
 # not reach _build/html (seen with classify.js).
 book-html: venv web-deps
@@ -130,7 +131,9 @@ nbval: venv data $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batch
 	  $(if $(filter 0,$(NBVAL_WORKERS)),,-n $(NBVAL_WORKERS)) $(NOTEBOOKS)
 	$(NBVAL_ENV) $(PY) -m pytest -q tests/test_chapter_metrics.py tests/test_nbval_outputs.py
 
-browser-test: system-deps book-html
+# data: tests/test_source_archive.py installs the book's source archive from the setup
+# page and runs msresnet doctor --profile cpu on a copy of data/ (as prepare would).
+browser-test: system-deps book-html data
 	$(PY) -m pytest -q -m browser tests
 
 # The three at once, each recipe's output shown when it ends (--output-sync): the unit
@@ -156,8 +159,11 @@ clean:
 #               Options: make lab LAB_ARGS="--port 9999" (0: any free port).
 # make kernel   only register that kernel (for jupyter nbconvert/papermill -k msresnet-book).
 # make restore  put back the chapters' stored outputs that running them rewrote
-#               (from the last commit; only notebooks/, so `make nbval` passes again).
+#               (only notebooks/, so `make nbval` passes again): in a clone, from the
+#               last commit; in the unpacked source archive (no git), from the
+#               archive, ../msresnet-book.tar.gz unless SOURCE_ARCHIVE=path says.
 LAB_ARGS ?=
+SOURCE_ARCHIVE ?= ../msresnet-book.tar.gz
 .PHONY: lab kernel restore
 
 lab: venv data
@@ -167,4 +173,12 @@ kernel: venv
 	$(PY) -m msresnet lab --register-only
 
 restore:
-	git checkout HEAD -- notebooks/
+	@if [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$$(pwd -P)" ]; then \
+	  git checkout HEAD -- notebooks/; \
+	elif [ -f "$(SOURCE_ARCHIVE)" ]; then \
+	  tar -xzf "$(SOURCE_ARCHIVE)" --strip-components=1 msresnet-book/notebooks; \
+	  echo "notebooks/ extracted again from $(SOURCE_ARCHIVE)"; \
+	else \
+	  echo "make restore: no git checkout here and no $(SOURCE_ARCHIVE);" \
+	    "name the archive you unpacked: make restore SOURCE_ARCHIVE=path" >&2; exit 1; \
+	fi
