@@ -57,9 +57,13 @@ module), and on a module this docstring does not name. The layers, first to last
   backend once), ``local_s3`` (the loopback S3 server), ``sync`` (one copy per node);
 * ``jobs``: ``job`` (a ModelArts-style job; it imports the training only when it
   runs), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
-  of the rank records; no training worker imports it), ``doctor`` (``msresnet
-  doctor``: the machine checked for a profile before a long run, with a timed run
-  of training steps; it imports MindSpore and the training only when it runs);
+  of the rank records; no training worker imports it);
+* ``doctor``: one machine checked for a profile before a long run (``msresnet
+  doctor``; MindSpore and the training are imported only when a check runs):
+  ``checks`` (a finding and its status), ``software`` (MindSpore's build, the CUDA
+  runtime and cuDNN or CANN), ``hardware`` (the device, NCCL or HCCL), ``speed``
+  (the data, the timed training and validation steps, the projection and the
+  figures cited beside it), ``command`` (the report);
 * ``deploy``: ``export`` (MINDIR, ONNX and INT8 exports of a checkpoint),
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
 * ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
@@ -86,7 +90,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
     "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",
     "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
-    "jobs.doctor",
+    "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "experiments.onednn_trace", "book.notebook", "book.reproduce",
     "book.results_page", "book.lab", "book.results_figures",

@@ -139,7 +139,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("msresnet.training.sweep", "score every checkpoint of a run, promote the best"),
     "export": ("msresnet.deploy.export", "a checkpoint to MINDIR, ONNX and INT8 ONNX"),
     "predict": ("msresnet.deploy.predict", "the top-5 classes of pictures (checkpoint, MINDIR or ONNX)"),
-    "doctor": ("msresnet.jobs.doctor", "check this machine for a profile before a long run"),
+    "doctor": ("msresnet.doctor.command", "check this machine for a profile before a long run"),
     "launch": ("msresnet.jobs.launch", "data-parallel training with msrun"),
     "job": ("msresnet.jobs.job", "a ModelArts-style training job: stage, train, upload"),
     "sync": ("msresnet.storage.sync", "copy from or to object storage, once per node"),

@@ -13,7 +13,7 @@ import pytest
 
 from msresnet import cli
 from msresnet.config import load_config
-from msresnet.jobs import doctor
+from msresnet.doctor import checks, command, hardware, software, speed
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -22,7 +22,7 @@ from prerequisites import needs_data  # noqa: E402  (skipped without the data; C
 
 def _no_drivers(monkeypatch, tmp_path):
     """No accelerator driver, whatever this machine has (the test means the absence)."""
-    monkeypatch.setattr(doctor, "DRIVER_SIGNS", {
+    monkeypatch.setattr(hardware, "DRIVER_SIGNS", {
         "GPU": ("no-such-tool-nvidia-smi", tmp_path / "no-proc-nvidia"),
         "Ascend": ("no-such-tool-npu-smi", tmp_path / "no-davinci")})
 
@@ -36,11 +36,11 @@ def _lines(text: str, status: str) -> list[str]:
 def test_accelerator_profile_without_the_device_fails_with_one_line(
         profile, driver, monkeypatch, tmp_path, capsys):
     out_json = tmp_path / "doctor.json"
-    code = doctor.main(["--profile", profile, "--data_dir", str(DATA), "--json", str(out_json)])
+    code = command.main(["--profile", profile, "--data_dir", str(DATA), "--json", str(out_json)])
     out = capsys.readouterr().out
     assert code == 1
     failed = _lines(out, "FAIL")
-    assert failed == [f"FAIL  device: no {driver} driver here; {doctor.NO_DEVICE_FIX}"], out
+    assert failed == [f"FAIL  device: no {driver} driver here; {hardware.NO_DEVICE_FIX}"], out
     record = json.loads(out_json.read_text())
     status = {c["name"]: c["status"] for c in record["checks"]}
     assert status == {"mindspore": "ok", "device": "FAIL", "toolkit": "skip", "msrun": "skip",
@@ -52,11 +52,11 @@ def test_accelerator_profile_without_the_device_fails_with_one_line(
 def test_a_present_driver_is_not_reported_missing(monkeypatch, tmp_path):
     sign = tmp_path / "proc-nvidia-version"
     sign.write_text("NVRM version: 535.00\n")
-    monkeypatch.setattr(doctor, "DRIVER_SIGNS", {"GPU": ("no-such-tool", sign)})
-    assert doctor.missing_device("GPU") is None
-    assert doctor.missing_device("CPU") is None
+    monkeypatch.setattr(hardware, "DRIVER_SIGNS", {"GPU": ("no-such-tool", sign)})
+    assert hardware.missing_device("GPU") is None
+    assert hardware.missing_device("CPU") is None
     sign.unlink()
-    assert doctor.missing_device("GPU") == doctor.NO_DEVICE["GPU"]
+    assert hardware.missing_device("GPU") == hardware.NO_DEVICE["GPU"]
 
 
 @pytest.mark.parametrize("target, why", [
@@ -68,16 +68,16 @@ def test_a_driver_without_mindspores_back_end_fails_saying_what_to_set(
     # this CPU machine with a driver's sign: MindSpore's back end for it still cannot load
     sign = tmp_path / "driver"
     sign.touch()
-    monkeypatch.setattr(doctor, "DRIVER_SIGNS", {target: ("no-such-tool", sign)})
-    _, ms = doctor.check_mindspore()
-    check = doctor.check_device(load_config(target.lower()), ms)
-    assert check.status == doctor.FAIL and check.fix == doctor.BACKEND_FIX[target]
+    monkeypatch.setattr(hardware, "DRIVER_SIGNS", {target: ("no-such-tool", sign)})
+    _, ms = software.check_mindspore()
+    check = hardware.check_device(load_config(target.lower()), ms)
+    assert check.status == checks.FAIL and check.fix == hardware.BACKEND_FIX[target]
     assert check.summary.startswith(f"MindSpore's {target} back end did not load{why}")
 
 
 def test_missing_data_fails_with_the_prepare_command_and_skips_the_timing(tmp_path, capsys):
     empty = tmp_path / "nothing-here"
-    code = doctor.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",
+    code = command.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",
                         "--batch_size", "8", "--json", str(tmp_path / "d.json")])
     out = capsys.readouterr().out
     assert code == 1
@@ -94,9 +94,9 @@ def test_missing_data_fails_with_the_prepare_command_and_skips_the_timing(tmp_pa
 
 
 def test_the_build_check_reads_the_installed_wheel():
-    check, ms = doctor.check_mindspore()
-    assert check.status == doctor.OK and ms is not None
-    assert check.details["version"] == ms.__version__ == doctor.pinned_mindspore()
+    check, ms = software.check_mindspore()
+    assert check.status == checks.OK and ms is not None
+    assert check.details["version"] == ms.__version__ == software.pinned_mindspore()
     assert "CPU" in check.details["backends"]
     # the GPU kernels the wheel ships: lib/plugin/libmindspore_gpu.so.<cuda>
     plugin = Path(ms.__file__).parent / "lib" / "plugin"
@@ -109,8 +109,8 @@ def test_the_build_check_reads_the_installed_wheel():
 def test_pinned_version_is_read_from_requirements(tmp_path):
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("numpy==1.26.4\nmindspore==2.10.0\nmindspore-lite==2.10.0\n")
-    assert doctor.pinned_mindspore(requirements) == "2.10.0"
-    assert doctor.pinned_mindspore(tmp_path / "absent.txt") is None
+    assert software.pinned_mindspore(requirements) == "2.10.0"
+    assert software.pinned_mindspore(tmp_path / "absent.txt") is None
 
 
 @pytest.mark.parametrize("value, library, expected", [
@@ -118,7 +118,7 @@ def test_pinned_version_is_read_from_requirements(tmp_path):
     (8500, "cudnn", "8.5"), (8906, "cudnn", "8.9"), (90100, "cudnn", "9.1"),
 ])
 def test_nvidia_version_numbers(value, library, expected):
-    assert doctor.version_number(value, library) == expected
+    assert software.version_number(value, library) == expected
 
 
 @pytest.mark.parametrize("cuda, builds, expected", [
@@ -128,7 +128,7 @@ def test_nvidia_version_numbers(value, library, expected):
 ])
 def test_a_cuda_runtime_runs_the_newest_build_of_its_major_at_or_below_it(cuda, builds,
                                                                            expected):
-    assert doctor.runnable_build(cuda, builds) == expected
+    assert software.runnable_build(cuda, builds) == expected
 
 
 CUDA_FAIL = ("MindSpore's GPU kernels (built for CUDA 11.1, 11.6) need a CUDA 11.x runtime at "
@@ -150,8 +150,8 @@ CUDA_FAIL = ("MindSpore's GPU kernels (built for CUDA 11.1, 11.6) need a CUDA 11
                                                "(libcudnn.so.8)", None),
 ])
 def test_cuda_and_cudnn_against_the_wheels_builds(found, status, summary, note, monkeypatch):
-    monkeypatch.setattr(doctor, "cuda_found", lambda: dict(found))
-    check = doctor.check_cuda(["11.1", "11.6"])
+    monkeypatch.setattr(software, "cuda_found", lambda: dict(found))
+    check = software.check_cuda(["11.1", "11.6"])
     assert (check.status, check.summary) == (status, summary)
     assert check.notes == ([note] if note else [])
     if status == "FAIL":
@@ -165,14 +165,14 @@ def test_nccl_is_looked_for_beside_the_gpu_plugin_mindspore_loaded(tmp_path, mon
     maps = tmp_path / "maps"
     maps.write_text(f"7f00-7f01 r--p 00000000 00:2a 1 /usr/lib/libc.so.6\n"
                     f"7f02-7f03 r-xp 00000000 00:2a 2 {plugin}/libmindspore_gpu.so.11.6\n")
-    assert doctor.loaded_gpu_plugin(maps) == (plugin, "11.6")
-    monkeypatch.setattr(doctor, "PROC_MAPS", maps)
-    name, library = doctor.collective_library("GPU", tmp_path / "elsewhere", "11.8")
+    assert hardware.loaded_gpu_plugin(maps) == (plugin, "11.6")
+    monkeypatch.setattr(hardware, "PROC_MAPS", maps)
+    name, library = hardware.collective_library("GPU", tmp_path / "elsewhere", "11.8")
     assert (name, library) == ("NCCL", plugin / "gpu11.6" / "libnccl.so.2")
     # before MindSpore loaded a plugin: the build the CUDA runtime runs
-    monkeypatch.setattr(doctor, "PROC_MAPS", tmp_path / "no-maps")
-    assert doctor.loaded_gpu_plugin() is None
-    _, library = doctor.collective_library("GPU", tmp_path / "ms", "11.6")
+    monkeypatch.setattr(hardware, "PROC_MAPS", tmp_path / "no-maps")
+    assert hardware.loaded_gpu_plugin() is None
+    _, library = hardware.collective_library("GPU", tmp_path / "ms", "11.6")
     assert library == tmp_path / "ms" / "lib" / "plugin" / "gpu11.6" / "libnccl.so.2"
 
 
@@ -182,18 +182,18 @@ def test_nccl_is_looked_for_beside_the_gpu_plugin_mindspore_loaded(tmp_path, mon
 ])
 def test_only_what_the_timed_steps_cannot_run_without_skips_them(failing, speed, monkeypatch):
     def check(name):
-        return doctor.Check(name, doctor.FAIL if name == failing else doctor.OK, name, "fix",
+        return checks.Check(name, checks.FAIL if name == failing else checks.OK, name, "fix",
                             {"train_images": 64} if name == "data" else {})
-    monkeypatch.setattr(doctor, "check_mindspore", lambda: (check("mindspore"), object()))
-    monkeypatch.setattr(doctor, "check_device", lambda config, ms: check("device"))
-    monkeypatch.setattr(doctor, "check_toolkit", lambda *args: check("toolkit"))
-    monkeypatch.setattr(doctor, "check_msrun", lambda *args: check("msrun"))
-    monkeypatch.setattr(doctor, "check_data", lambda config: check("data"))
-    monkeypatch.setattr(doctor, "check_speed", lambda *args: check("speed"))
-    checks = list(doctor.diagnose(load_config("gpu"), 2, 8))
-    assert [c.name for c in checks] == ["mindspore", "device", "toolkit", "msrun", "data",
-                                        "speed"]
-    assert checks[-1].status == speed
+    monkeypatch.setattr(command, "check_mindspore", lambda: (check("mindspore"), object()))
+    monkeypatch.setattr(command, "check_device", lambda config, ms: check("device"))
+    monkeypatch.setattr(command, "check_toolkit", lambda *args: check("toolkit"))
+    monkeypatch.setattr(command, "check_msrun", lambda *args: check("msrun"))
+    monkeypatch.setattr(command, "check_data", lambda config: (check("data"), None))
+    monkeypatch.setattr(command, "check_speed", lambda *args: check("speed"))
+    found = list(command.diagnose(load_config("gpu"), 2, 8))
+    assert [c.name for c in found] == ["mindspore", "device", "toolkit", "msrun", "data",
+                                       "speed"]
+    assert found[-1].status == speed
 
 
 O3_RECORD = REPO / "results" / "gpu" / "h200-2026-12-04" / "doctor_gpu_O3.json"
@@ -206,17 +206,17 @@ def test_a_kernel_rejected_at_o3_is_mindsporess_own_line_with_the_fix(monkeypatc
     traceback_text = record["checks"][-1]["details"]["traceback"]
     message = traceback_text.split("TypeError: ", 1)[1]
     assert message.lstrip().startswith("-----")  # MindSpore's framing, not the message
-    line = doctor.mindspore_line(message)
+    line = speed.mindspore_line(message)
     assert line == "Select GPU operator[BatchNorm] fail! Unsupported data type!"
     config = load_config("gpu", {"amp_level": "O3"})
-    assert doctor.fix_for(line, config).startswith(
+    assert speed.fix_for(line, config).startswith(
         "amp_level O3 casts BatchNorm's scale, bias, mean and variance to float16")
-    assert doctor.fix_for("something else", config) == doctor.GENERIC_FIX
+    assert speed.fix_for("something else", config) == speed.GENERIC_FIX
 
     def rejected(*args):
         raise TypeError(message)
-    monkeypatch.setattr(doctor, "timed_run", rejected)
-    check = doctor.check_speed(config, 5, 32, 50_000)
+    monkeypatch.setattr(speed, "timed_run", rejected)
+    check = speed.check_speed(config, 5, 32, 50_000)
     assert check.line() == (
         "FAIL  speed: training steps failed: TypeError: Select GPU operator[BatchNorm] fail! "
         "Unsupported data type!; amp_level O3 casts BatchNorm's scale, bias, mean and variance "
@@ -228,31 +228,31 @@ def test_a_kernel_rejected_at_o3_is_mindsporess_own_line_with_the_fix(monkeypatc
 def test_cann_version_is_read_as_mindspore_reads_it(tmp_path):
     (tmp_path / "compiler").mkdir()
     (tmp_path / "compiler" / "version.info").write_text("Version=8.5.0\nversion_dir=8.5\n")
-    assert doctor.cann_version(tmp_path) == "8.5"
-    assert doctor.cann_version(tmp_path / "missing") is None
+    assert software.cann_version(tmp_path) == "8.5"
+    assert software.cann_version(tmp_path / "missing") is None
 
 
 def test_cann_outside_the_accepted_versions_fails_naming_both(tmp_path, monkeypatch):
     (tmp_path / "compiler").mkdir()
     (tmp_path / "compiler" / "version.info").write_text("Version=7.0.0\n")
     monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
-    check = doctor.check_cann(["8.2", "9.1"])
-    assert check.status == doctor.FAIL
+    check = software.check_cann(["8.2", "9.1"])
+    assert check.status == checks.FAIL
     assert check.summary == "CANN 7.0; MindSpore accepts 8.2, 9.1" and "set_env.sh" in check.fix
-    assert doctor.check_cann(["7.0"]).status == doctor.OK
+    assert software.check_cann(["7.0"]).status == checks.OK
 
 
 def test_projection_is_the_profile_epoch_at_the_measured_speed():
     config = load_config("cpu")
-    plan = doctor.projection(config, images_per_second=100.0, images=45_000)
+    plan = speed.projection(config, images_per_second=100.0, images=45_000)
     assert plan["steps_per_epoch"] == 45_000 // 64 == 703
     assert plan["epoch_seconds"] == round(703 * 64 / 100.0, 1)
     assert plan["run_seconds"] == round(703 * 64 / 100.0 * config.epoch_size, 1)
 
 
 def test_accelerator_profiles_cite_the_intro_figures():
-    gpu = doctor.cited_figures(load_config("gpu"))
-    ascend = doctor.cited_figures(load_config("ascend"))
+    gpu = speed.cited_figures(load_config("gpu"))
+    ascend = speed.cited_figures(load_config("ascend"))
     assert [(c["ms_per_step"], c["run_minutes"], c["top1"]) for c in gpu] == [(69.0, 20.2, 91.37)]
     assert (18.4, 6.0, 91.44) in [(c.get("ms_per_step"), c["run_minutes"], c["top1"])
                                   for c in ascend]
@@ -264,10 +264,10 @@ def test_accelerator_profiles_cite_the_intro_figures():
 
 def test_the_cpu_reference_is_read_from_its_records():
     metrics = json.loads((REPO / "results/cpu/metrics/04_train_eval.json").read_text())
-    (cited,) = doctor.cited_figures(load_config("cpu"))
+    (cited,) = speed.cited_figures(load_config("cpu"))
     assert cited["images_per_second"] == metrics["train_images_per_second"]
     assert cited["run_minutes"] == round(metrics["train_seconds"] / 60, 1)
-    assert doctor.reference_run(Path("/nonexistent")) == []
+    assert speed.reference_run(Path("/nonexistent")) == []
 
 
 def test_bad_command_lines_are_one_line_and_exit_2(capsys):

@@ -196,7 +196,7 @@ def test_init_imports_only_the_cpu_setting():
 
 def test_subpackages_import_nothing():
     """Importing ``msresnet.training`` must not load MindSpore, nor anything else."""
-    assert SUBPACKAGES == ["book", "data", "deploy", "experiments", "jobs", "model", "storage",
+    assert SUBPACKAGES == ["book", "data", "deploy", "doctor", "experiments", "jobs", "model", "storage",
                            "training"]
     for name in SUBPACKAGES:
         assert imports((PACKAGE / name / "__init__.py").read_text(), lazy=True) == set(), name

@@ -38,15 +38,16 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "msresnet"
 
+from msresnet.cli import COMMANDS  # noqa: E402  (the verbs' modules, wherever they live)
+
 OPTIONAL = {
     "moxing": "Huawei's MoXing, in ModelArts images only (not on PyPI); the staging "
               "backend uses it when it can be imported",
 }
 """Third-party modules ``msresnet`` imports that no extra declares, and why."""
 
-TOOLS = ("msresnet.training.train", "msresnet.training.sweep", "msresnet.deploy.export",
-         "msresnet.deploy.predict", "msresnet.data.prepare", "msresnet.jobs.launch",
-         "msresnet.jobs.doctor")
+TOOLS = tuple(COMMANDS[verb][0] for verb in ("train", "sweep", "export", "predict", "prepare",
+                                             "launch", "doctor"))
 """The tools `pip install .` must run on its own (their verbs: train, sweep, ...)."""
 
 

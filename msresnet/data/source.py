@@ -148,15 +148,17 @@ def _identities(folder: Path, eval_samples: int | None, valid_indices: np.ndarra
     return MappingProxyType(found)
 
 
-def open_data_source(config: Config) -> DataSource:
+def open_data_source(config: Config, *, validated: bool = False) -> DataSource:
     """The run's :class:`DataSource` from ``config.data_dir`` (relative: to the working
     directory; chosen by :func:`choose_data_dir` where the Config was made), its
     ``valid_split``, ``seed`` and ``eval_samples``. Raises
     :class:`~msresnet.data.cifar10.DatasetError` naming the folder or file when the
-    data is missing or wrong."""
+    data is missing or wrong. ``validated``: the caller has just validated this very
+    folder (the doctor's data check, a job's preparation), so it is not read again."""
     data_dir = resolve_data_dir(config.data_dir)
     folder = resolve_data_dir(dataset_folder(data_dir))
-    check_folder(folder)
+    if not validated:
+        check_folder(folder)
     train = valid = None
     if config.valid_split:
         train, valid = (_frozen(part) for part in hold_out(folder, config.valid_split,
