@@ -37,8 +37,10 @@ module), and on a module this docstring does not name. The layers, first to last
   (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
 * ``config``, at the root: the profiles, their overrides and checks (it reads the
   schedule names of ``model.lr_schedule`` and CIFAR-10's facts of ``data.cifar10``);
-  ``run_config``, beside it: a run's Config built in one place (profile, overrides,
-  the data folder's rule, the device count) and read back from a run folder;
+  beside it ``config_rules`` (what each kind of value must be), ``config_table``
+  (the profiles side by side) and ``run_config`` (a run's Config built in one
+  place: profile, overrides, the data folder's rule, the device-count rule; read
+  back from a run folder);
 * ``training``: ``distributed`` (rank and group size), ``checkpoints``,
   ``selection`` (``best.json``, the choice rule, the same-images rule, the chosen
   and the last readable checkpoint scored once on the test set), ``callbacks``,
@@ -82,7 +84,8 @@ from msresnet.cpu_speed import apply_fast_isa
 CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
-    "cpu_speed", "paths", "atomic", "cli", "config", "run_config", "model.lr_schedule",
+    "cpu_speed", "paths", "atomic", "cli", "config", "config_rules", "config_table",
+    "run_config", "model.lr_schedule",
     "data.download", "data.cifar10", "data.preparation", "data.splits", "data.identity",
     "data.source",
     "data.images", "data.prepare", "training.distributed",

@@ -47,8 +47,10 @@ from typing import Any
 import yaml
 
 from msresnet.cli import did_you_mean
+from msresnet.config_rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEED, Rule, choice,
+                                   int_at_least, number, positive_int, rule_field)
 from msresnet.data.cifar10 import NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES, TRAIN_IMAGES
-from msresnet.model.lr_schedule import SCHEDULES, scaled_lr_max
+from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
@@ -75,54 +77,6 @@ class ConfigError(ValueError):
         self.source = source
 
 
-# --------------------------------------------------------------------------- rules
-@dataclasses.dataclass(frozen=True)
-class _Rule:
-    """What a value must be: ``expect`` completes "must be ...", ``ok`` checks it."""
-
-    expect: str
-    ok: Callable[[Any], bool] = lambda value: True
-
-
-def _positive_int(upper: int | None = None, *, optional: bool = False) -> _Rule:
-    text = "a positive integer" if upper is None else f"an integer from 1 to {upper}"
-    return _Rule(text + (" or null" if optional else ""),
-                 lambda v: v is None or (v >= 1 and (upper is None or v <= upper)))
-
-
-def _int_at_least(minimum: int) -> _Rule:
-    return _Rule(f"an integer >= {minimum}", lambda v: v >= minimum)
-
-
-def _number(low: float, high: float | None = None, *, low_open: bool = False,
-            high_open: bool = True) -> _Rule:
-    text = f"a number {'>' if low_open else '>='} {low:g}"
-    if high is not None:
-        text += f" and {'<' if high_open else '<='} {high:g}"
-
-    def ok(v: float) -> bool:
-        if not math.isfinite(v) or v < low or (low_open and v == low):
-            return False
-        return high is None or v < high or (not high_open and v == high)
-    return _Rule(text, ok)
-
-
-def _choice(options: Sequence[str]) -> _Rule:
-    return _Rule("one of " + ", ".join(repr(o) for o in options), lambda v: v in options)
-
-
-_NON_EMPTY = _Rule("a non-empty string", lambda v: v.strip() != "")
-_OPTIONAL_NON_EMPTY = _Rule("a non-empty string or null", lambda v: v is None or v.strip() != "")
-_MD5 = _Rule("an MD5 checksum (32 hex digits) or null",
-             lambda v: v is None or re.fullmatch(r"[0-9a-fA-F]{32}", v) is not None)
-_BOOL = _Rule("true or false")
-_SEED = _Rule("an integer from 0 to 2**32 - 1", lambda v: 0 <= v < 2**32)
-
-
-def _field(default: Any, rule: _Rule, help: str) -> Any:  # noqa: A002 - "help" reads best
-    return dataclasses.field(default=default, metadata={"rule": rule, "help": help})
-
-
 # --------------------------------------------------------------------------- Config
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -136,102 +90,102 @@ class Config:
     None: ``"Config(...)"``).
     """
 
-    profile: str = _field("default", _NON_EMPTY,
+    profile: str = rule_field("default", NON_EMPTY,
                           "name of the profile (the YAML file's name unless it sets one)")
-    device_target: str = _field("Ascend", _choice(DEVICE_TARGETS),
+    device_target: str = rule_field("Ascend", choice(DEVICE_TARGETS),
                                 "MindSpore device: CPU, GPU or Ascend")
-    mode: str = _field("graph", _choice(MODES),
+    mode: str = rule_field("graph", choice(MODES),
                        "graph (compiled, fast) or pynative (eager, easy to debug)")
-    data_url: str = _field(OFFICIAL_URL, _NON_EMPTY,
+    data_url: str = rule_field(OFFICIAL_URL, NON_EMPTY,
                            "where CIFAR-10 comes from: https URL, local .tar.gz or folder")
-    data_md5: str | None = _field(None, _MD5,
+    data_md5: str | None = rule_field(None, MD5,
                                   "expected MD5 of the archive; null: the official one "
                                   "for the official URL, else not checked")
-    data_dir: str = _field("data", _NON_EMPTY,
+    data_dir: str = rule_field("data", NON_EMPTY,
                            "folder that contains cifar-10-batches-bin (relative to the "
                            "working directory)")
-    output_dir: str = _field("runs/default", _NON_EMPTY,
+    output_dir: str = rule_field("runs/default", NON_EMPTY,
                              "where checkpoints and logs go (relative to the working "
                              "directory)")
-    image_size: int = _field(224, _int_at_least(32),
+    image_size: int = rule_field(224, int_at_least(32),
                              "side of the square network input; 32 keeps CIFAR-10's size")
-    progressive_size: int | None = _field(
-        None, _positive_int(optional=True),
+    progressive_size: int | None = rule_field(
+        None, positive_int(optional=True),
         "progressive resizing: train the first progressive_epochs epochs at this "
         "side, a whole fraction of image_size (each batch averaged down by area); "
         "null: every epoch at image_size")
-    progressive_epochs: int = _field(
-        0, _int_at_least(0),
+    progressive_epochs: int = rule_field(
+        0, int_at_least(0),
         "epochs trained at progressive_size before image_size (fewer than "
         "epoch_size: validation, test and the last epoch see image_size)")
-    stem: str = _field("imagenet", _choice(STEMS),
+    stem: str = rule_field("imagenet", choice(STEMS),
                        "imagenet: 7x7/2 conv + max pool; cifar: 3x3/1 conv, no pool")
-    num_classes: int = _field(NUM_CLASSES, _int_at_least(2),
+    num_classes: int = rule_field(NUM_CLASSES, int_at_least(2),
                               f"number of classes (CIFAR-10: {NUM_CLASSES})")
-    zero_init_residual: bool = _field(
-        True, _BOOL,
+    zero_init_residual: bool = rule_field(
+        True, BOOL,
         "start the last BatchNorm of every residual branch at gamma=0 (each block "
         "the identity): MindSpore 1.x model_zoo ResNet, which the seed recipe used; "
         "false: the models repo's ResNet50 with Momentum today (gamma=1)")
-    batch_size: int = _field(32, _positive_int(), "images per step (per device)")
-    epoch_size: int = _field(90, _positive_int(), "training epochs")
-    train_samples: int | None = _field(
-        None, _positive_int(TRAIN_IMAGES, optional=True),
+    batch_size: int = rule_field(32, positive_int(), "images per step (per device)")
+    epoch_size: int = rule_field(90, positive_int(), "training epochs")
+    train_samples: int | None = rule_field(
+        None, positive_int(TRAIN_IMAGES, optional=True),
         "train on N training images per epoch (per device), a fresh random draw "
         f"each epoch from the seeded shuffle; null: all {TRAIN_IMAGES:,}")
-    eval_samples: int | None = _field(
-        None, _positive_int(TEST_IMAGES, optional=True),
+    eval_samples: int | None = rule_field(
+        None, positive_int(TEST_IMAGES, optional=True),
         "evaluate on the first N images of the validation split and of the test "
         "set; null: all of them")
-    valid_split: int = _field(
-        0, _Rule(f"an integer from 0 to {TRAIN_IMAGES - 1}",
+    valid_split: int = rule_field(
+        0, Rule(f"an integer from 0 to {TRAIN_IMAGES - 1}",
                  lambda v: 0 <= v < TRAIN_IMAGES),
         "hold out N training images (class-balanced, fixed by seed) to validate on "
         "and choose checkpoints with; the test set then scores only the chosen and "
         "the last checkpoint. 0: validate on the test set (the seed recipe's and the "
         "models repo's way)")
-    num_workers: int | None = _field(None, _positive_int(optional=True),
+    num_workers: int | None = rule_field(None, positive_int(optional=True),
                                      "data pipeline workers; null: chosen for the "
                                      "machine (never above the CPU count)")
-    lr_schedule: str = _field("poly", _choice(SCHEDULES),
+    lr_schedule: str = rule_field("poly", choice(SCHEDULES),
                               "decay after warmup: steps, poly, cosine, linear or constant")
-    lr_init: float = _field(0.01, _number(0), "learning rate at the first warmup step")
-    lr_max: float = _field(0.1, _number(0, low_open=True),
+    lr_init: float = rule_field(0.01, number(0), "learning rate at the first warmup step")
+    lr_max: float = rule_field(0.1, number(0, low_open=True),
                            "peak learning rate, reached when warmup ends, for "
                            "lr_devices devices")
-    lr_devices: int = _field(
-        8, _positive_int(),
+    lr_devices: int = rule_field(
+        8, positive_int(),
         "the device count lr_max is tuned for: a run on N devices trains at "
         "lr_max * N / lr_devices (the models repo's train.py; its yaml: 8)")
-    lr_end: float = _field(0.00001, _number(0), "learning rate the decay ends at")
-    warmup_epochs: int = _field(5, _int_at_least(0),
+    lr_end: float = rule_field(0.00001, number(0), "learning rate the decay ends at")
+    warmup_epochs: int = rule_field(5, int_at_least(0),
                                 "epochs of linear warmup from lr_init to lr_max")
-    momentum: float = _field(0.9, _number(0, 1), "SGD momentum")
-    nesterov: bool = _field(False, _BOOL,
+    momentum: float = rule_field(0.9, number(0, 1), "SGD momentum")
+    nesterov: bool = rule_field(False, BOOL,
                             "Nesterov momentum (done by msresnet.model.nesterov on the CPU, whose "
                             "kernel ignores MindSpore's flag); the models repo: false")
-    bn_momentum: float = _field(
-        0.9, _number(0, 1, low_open=True),
+    bn_momentum: float = rule_field(
+        0.9, number(0, 1, low_open=True),
         "BatchNorm moving-average momentum, MindSpore's meaning: running = m * running "
         "+ (1 - m) * batch (PyTorch's momentum is 1 - m); the models repo's 0.9")
-    ema_decay: float = _field(
-        0.0, _number(0, 1),
+    ema_decay: float = rule_field(
+        0.0, number(0, 1),
         "also keep an exponential moving average of the weights (and BatchNorm "
         "statistics) with this per-step decay, saved as ema-<epoch>_<step>.ckpt after "
         "each epoch (for evaluation; training never reads it); 0: none")
-    weight_decay: float = _field(0.0001, _number(0),
+    weight_decay: float = rule_field(0.0001, number(0),
                                  "L2 weight decay (not applied to BatchNorm and biases)")
-    loss_scale: float = _field(1024.0, _number(1),
+    loss_scale: float = rule_field(1024.0, number(1),
                                "fixed loss scale for float16 training; 1: none")
-    amp_level: str = _field("O3", _choice(AMP_LEVELS),
+    amp_level: str = rule_field("O3", choice(AMP_LEVELS),
                             "mixed precision: O0 float32, O2/O3 float16 (GPU/Ascend)")
-    label_smoothing: float = _field(0.0, _number(0, 1),
+    label_smoothing: float = rule_field(0.0, number(0, 1),
                                     "label smoothing factor; 0: plain cross-entropy")
-    save_checkpoint_epochs: int = _field(5, _positive_int(), "save a checkpoint every N epochs")
-    keep_checkpoint_max: int = _field(10, _positive_int(), "keep at most N checkpoints")
-    valid_frequency: int = _field(1, _positive_int(), "evaluate every N epochs")
-    seed: int = _field(1, _SEED, "random seed (weights, shuffling, augmentation)")
-    resume_from: str | None = _field(None, _OPTIONAL_NON_EMPTY,
+    save_checkpoint_epochs: int = rule_field(5, positive_int(), "save a checkpoint every N epochs")
+    keep_checkpoint_max: int = rule_field(10, positive_int(), "keep at most N checkpoints")
+    valid_frequency: int = rule_field(1, positive_int(), "evaluate every N epochs")
+    seed: int = rule_field(1, SEED, "random seed (weights, shuffling, augmentation)")
+    resume_from: str | None = rule_field(None, OPTIONAL_NON_EMPTY,
                                      "checkpoint to resume from; null: start fresh")
     sources: dataclasses.InitVar[Mapping[str, str] | str | None] = None
 
@@ -286,7 +240,7 @@ def is_null_word(value: Any) -> bool:
 def _check_value(key: str, value: Any, source: str) -> Any:
     """The value, type-checked (ints accepted as floats, a null word as None where
     null is allowed) and range-checked."""
-    rule: _Rule = FIELDS[key].metadata["rule"]
+    rule: Rule = FIELDS[key].metadata["rule"]
     base, optional = _base_type(key)
     if optional and is_null_word(value):
         return None
@@ -304,7 +258,7 @@ def _check_value(key: str, value: Any, source: str) -> Any:
     return value
 
 
-def _choices_of(rule: _Rule) -> list[str]:
+def _choices_of(rule: Rule) -> list[str]:
     return re.findall(r"'([^']*)'", rule.expect) if rule.expect.startswith("one of") else []
 
 
@@ -369,45 +323,6 @@ def _check_progressive(checked: dict[str, Any], over: Callable[[str, str, str], 
     if epochs >= checked["epoch_size"]:
         over("progressive_epochs", "epoch_size",
              "must be less than {other} ({limit}): the last epoch trains at image_size")
-
-
-# --------------------------------------------------------------------------- devices
-def for_devices(config: Config, devices: int) -> Config:
-    """The config a run on ``devices`` devices trains with: the device-count rule.
-
-    A profile states the device count its ``lr_max`` is tuned for, ``lr_devices``
-    (the gpu and ascend recipes: 8, as the models repo's yaml; cpu and smoke: 1).
-    A run on N devices (1 for one process, the worker count under msrun) trains at
-    ``lr_max * N / lr_devices``, as the repo's ``train.py`` does for every run
-    (``config.lr_max = config.lr_max / 8 * config.device_num``), so one GPU or
-    Ascend card gets the recipe's 0.1 / 8 = 0.0125 without anyone typing it.
-
-    The result has the scaled ``lr_max`` and ``lr_devices = N`` (checked once in
-    its turn: ``lr_init`` and ``lr_end`` must not exceed the scaled rate). It is
-    what a run trains with and records in ``config.yaml``; the rule applied to it
-    again for the same N changes nothing, so a resumed run compares equal.
-    :func:`lr_rule` says the same in one line. The training applies it once, where
-    it learns its device count (:func:`msresnet.training.train.train_and_evaluate`).
-    """
-    if devices == config.lr_devices:
-        return config
-    rate = scaled_lr_max(config.lr_max, devices, config.lr_devices)
-    sources = dict.fromkeys(FIELDS, f"profile {config.profile}")
-    sources["lr_max"] = sources["lr_devices"] = (
-        f"lr_max {config.lr_max:g} x {devices}/{config.lr_devices}: the device-count rule")
-    return dataclasses.replace(config, lr_max=rate, lr_devices=devices, sources=sources)
-
-
-def lr_rule(config: Config, devices: int) -> str:
-    """One line: the ``lr_max`` a run of ``config`` on ``devices`` devices uses and
-    why (:func:`for_devices`), e.g. ``lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu:
-    lr_devices 8)``."""
-    rate, tuned = for_devices(config, devices).lr_max, config.lr_devices
-    where = f"{devices} device{'s' if devices != 1 else ''}"
-    if devices == tuned:
-        return f"lr_max {rate:g} for {where}: {config.profile}'s own (lr_devices {tuned})"
-    return (f"lr_max {rate:g} for {where} = {config.lr_max:g} x {devices}/{tuned} "
-            f"({config.profile}: lr_devices {tuned})")
 
 
 # --------------------------------------------------------------------------- loading
@@ -486,7 +401,8 @@ def _check_key(key: Any, source: str) -> str:
 
 
 def load_config(profile_or_path: str | os.PathLike = "smoke",
-                overrides: Mapping[str, Any] | None = None) -> Config:
+                overrides: Mapping[str, Any] | None = None, *,
+                data_dir_rule: Callable[[Any, bool], Any] | None = None) -> Config:
     """The config of a profile (``"smoke"``, ``"cpu"``, ``"gpu"``, ``"ascend"``) or of
     a YAML file (a path ending in ``.yaml``), with ``overrides`` applied on top.
 
@@ -494,6 +410,9 @@ def load_config(profile_or_path: str | os.PathLike = "smoke",
     :func:`parse_overrides` for the command line); ``None`` is only valid for the
     fields that allow null. ``profile`` may appear in overrides only with the name
     being loaded. Raises :class:`ConfigError` naming the first bad key.
+    ``data_dir_rule(data_dir, given)``, when given, decides the data folder from the
+    merged value (``given``: an override set it) before the one check
+    (:func:`msresnet.run_config.build_run_config` passes the book's rule).
     """
     path = _resolve(profile_or_path)
     source = in_repo(path)
@@ -514,6 +433,8 @@ def load_config(profile_or_path: str | os.PathLike = "smoke",
                   value, override_source)
         values[key] = value
         origin[key] = override_source
+    if data_dir_rule is not None:
+        values["data_dir"] = data_dir_rule(values["data_dir"], "data_dir" in overrides)
     return Config(**values, sources=origin)
 
 
@@ -574,40 +495,3 @@ def parse_overrides(args: Sequence[str], source: str = "command-line arguments")
         result[key] = _from_text(key, text, source)
         index += 1
     return result
-
-
-# --------------------------------------------------------------------------- tables
-def _cell(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def profiles_table(names: Sequence[str] = PROFILES, *, differences_only: bool = False,
-                   with_help: bool = False) -> list[list[str]]:
-    """Rows comparing profiles, header first: ``["key", *names]`` (``+ ["meaning"]``).
-
-    One row per Config field (``profile`` is the header). ``differences_only`` keeps
-    the rows where the profiles disagree.
-    """
-    configs = [load_config(name) for name in names]
-    header = ["key", *names] + (["meaning"] if with_help else [])
-    rows = [header]
-    for key, field in FIELDS.items():
-        if key == "profile":
-            continue
-        cells = [_cell(getattr(config, key)) for config in configs]
-        if differences_only and len(set(cells)) == 1:
-            continue
-        rows.append([key, *cells] + ([field.metadata["help"]] if with_help else []))
-    return rows
-
-
-def markdown_table(rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub/MyST markdown table; the first row is the header."""
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-    header, *body = rows
-    return "\n".join([line(header), line(["---"] * len(header)), *map(line, body)])

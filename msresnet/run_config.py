@@ -24,32 +24,29 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from msresnet.config import Config, for_devices, load_config
+from msresnet.config import FIELDS, Config, load_config
 from msresnet.data.source import choose_data_dir, resolve_data_dir
+from msresnet.model.lr_schedule import scaled_lr_max
 
 CONFIG_FILE = "config.yaml"
 """The Config a run trained with, in its output folder."""
 
 
-def build_run_config(profile_or_path: str | os.PathLike[str] | Config = "smoke",
+def build_run_config(profile_or_path: str | os.PathLike[str] = "smoke",
                      overrides: Mapping[str, Any] | None = None, *,
                      devices: int | None = None,
                      environ: Mapping[str, str] | None = None) -> Config:
-    """The Config of a run: ``profile_or_path`` (a profile name, a YAML file, or a
-    Config already loaded) with ``overrides`` (each checked by
-    :func:`~msresnet.config.load_config`), its ``data_dir`` chosen by the one rule (a
-    ``data_dir`` override counts as given for this run) and made absolute, and, with
-    ``devices``, its ``lr_max`` scaled to that many devices."""
-    overrides = overrides if overrides is not None else {}  # keeps an Overrides' source
-    if isinstance(profile_or_path, Config):
-        config = dataclasses.replace(profile_or_path, **dict(overrides)) if overrides else \
-            profile_or_path
-    else:
-        config = load_config(profile_or_path, overrides)
-    chosen = choose_data_dir(config.data_dir, "data_dir" in overrides, environ)
-    absolute = str(resolve_data_dir(chosen))
-    if absolute != config.data_dir:
-        config = dataclasses.replace(config, data_dir=absolute)
+    """The Config of a run: ``profile_or_path`` (a profile name or a YAML file) with
+    ``overrides``, its ``data_dir`` chosen by the one rule (a ``data_dir`` override
+    counts as given for this run) and made absolute, all checked once by
+    :func:`~msresnet.config.load_config`; with ``devices``, its ``lr_max`` scaled to
+    that many devices."""
+    def rule(data_dir: Any, given: bool) -> Any:
+        if not isinstance(data_dir, str) or not data_dir.strip():
+            return data_dir  # the check names the bad value
+        return str(resolve_data_dir(choose_data_dir(data_dir, given, environ)))
+
+    config = load_config(profile_or_path, overrides, data_dir_rule=rule)  # checked once
     return for_devices(config, devices) if devices is not None else config
 
 
@@ -57,3 +54,41 @@ def recorded_config(run_dir: str | os.PathLike[str]) -> Config | None:
     """The configuration a run recorded in its ``config.yaml``, or None when it has none."""
     path = Path(run_dir) / CONFIG_FILE
     return load_config(path) if path.is_file() else None
+
+
+def for_devices(config: Config, devices: int) -> Config:
+    """The config a run on ``devices`` devices trains with: the device-count rule.
+
+    A profile states the device count its ``lr_max`` is tuned for, ``lr_devices``
+    (the gpu and ascend recipes: 8, as the models repo's yaml; cpu and smoke: 1).
+    A run on N devices (1 for one process, the worker count under msrun) trains at
+    ``lr_max * N / lr_devices``, as the repo's ``train.py`` does for every run
+    (``config.lr_max = config.lr_max / 8 * config.device_num``), so one GPU or
+    Ascend card gets the recipe's 0.1 / 8 = 0.0125 without anyone typing it.
+
+    The result has the scaled ``lr_max`` and ``lr_devices = N`` (checked once in
+    its turn: ``lr_init`` and ``lr_end`` must not exceed the scaled rate). It is
+    what a run trains with and records in ``config.yaml``; the rule applied to it
+    again for the same N changes nothing, so a resumed run compares equal.
+    :func:`lr_rule` says the same in one line. The training applies it once, where
+    it learns its device count (:func:`msresnet.training.train.train_and_evaluate`).
+    """
+    if devices == config.lr_devices:
+        return config
+    rate = scaled_lr_max(config.lr_max, devices, config.lr_devices)
+    sources = dict.fromkeys(FIELDS, f"profile {config.profile}")
+    sources["lr_max"] = sources["lr_devices"] = (
+        f"lr_max {config.lr_max:g} x {devices}/{config.lr_devices}: the device-count rule")
+    return dataclasses.replace(config, lr_max=rate, lr_devices=devices, sources=sources)
+
+
+def lr_rule(config: Config, devices: int) -> str:
+    """One line: the ``lr_max`` a run of ``config`` on ``devices`` devices uses and
+    why (:func:`for_devices`), e.g. ``lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu:
+    lr_devices 8)``."""
+    rate, tuned = for_devices(config, devices).lr_max, config.lr_devices
+    where = f"{devices} device{'s' if devices != 1 else ''}"
+    if devices == tuned:
+        return f"lr_max {rate:g} for {where}: {config.profile}'s own (lr_devices {tuned})"
+    return (f"lr_max {rate:g} for {where} = {config.lr_max:g} x {devices}/{tuned} "
+            f"({config.profile}: lr_devices {tuned})")

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.config import (FIELDS, PROFILES, Config, ConfigError, for_devices, load_config,
-                             lr_rule, markdown_table, parse_overrides, profiles_table)
+from msresnet.config import (FIELDS, PROFILES, Config, ConfigError, load_config,
+                             parse_overrides)
+from msresnet.config_table import markdown_table, profiles_table
+from msresnet.run_config import for_devices, lr_rule
 from msresnet.paths import CONFIG_DIR
 
 

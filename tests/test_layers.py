@@ -266,7 +266,7 @@ def _calls(name: str) -> dict[str, int]:
 def test_one_place_builds_a_runs_config():
     """Issue 37: the profile, the overrides and the data folder's rule meet in
     run_config.build_run_config; no tool loads a profile or applies the rule itself
-    (config's own table of the profiles aside)."""
+    (the table of the profiles side by side aside)."""
     assert _calls("choose_data_dir") == {"run_config": 1}
-    assert set(_calls("load_config")) == {"config", "run_config"}
+    assert set(_calls("load_config")) == {"config_table", "run_config"}
     assert _calls("build_run_config"), "nobody builds a run's config"

@@ -25,7 +25,8 @@ import pytest
 
 from msresnet import cli
 from msresnet.jobs import launch
-from msresnet.config import ConfigError, for_devices, load_config, lr_rule
+from msresnet.config import ConfigError, load_config
+from msresnet.run_config import for_devices, lr_rule
 from msresnet.jobs.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 from prerequisites import needs_data

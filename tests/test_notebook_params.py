@@ -144,20 +144,24 @@ def test_boolean_text_from_papermill_is_converted():
 
 # ----------------------------------------------------------------- paths
 def test_profile_paths_are_rewritten_relative_to_the_working_folder(monkeypatch, tmp_path):
+    """A profile's output folder, relative to the repository, is rewritten relative to
+    the working folder (a chapter runs in notebooks/); its data folder becomes
+    absolute, as every run's does (msresnet.run_config)."""
     smoke = load_config("smoke")
     assert not os.path.isabs(smoke.data_dir)
-    assert config_from_parameters({}).data_dir == os.path.join("..", smoke.data_dir)
+    for folder in (REPO_ROOT / "notebooks", REPO_ROOT, tmp_path):
+        monkeypatch.chdir(folder)
+        config = config_from_parameters({})
+        assert config.data_dir == str(REPO_ROOT / smoke.data_dir)
+        assert (folder / config.output_dir).resolve() == REPO_ROOT / smoke.output_dir
+    monkeypatch.chdir(REPO_ROOT / "notebooks")
     assert config_from_parameters({}).output_dir == os.path.join("..", smoke.output_dir)
-    monkeypatch.chdir(REPO_ROOT)
-    assert config_from_parameters({}).data_dir == smoke.data_dir
-    monkeypatch.chdir(tmp_path)
-    config = config_from_parameters({})
-    assert (tmp_path / config.data_dir).resolve() == (REPO_ROOT / smoke.data_dir).resolve()
 
 
-def test_given_paths_are_kept_as_given(tmp_path):
+def test_given_paths_are_taken_from_the_working_folder(tmp_path):
     config = config_from_parameters({"data_dir": "somewhere/else", "output_dir": str(tmp_path)})
-    assert (config.data_dir, config.output_dir) == ("somewhere/else", str(tmp_path))
+    assert (config.data_dir, config.output_dir) == (os.path.abspath("somewhere/else"),
+                                                    str(tmp_path))
 
 
 # ----------------------------------------------------------------- the guard

@@ -47,10 +47,10 @@ import yaml
 from msresnet import atomic
 from msresnet.cli import ArgumentParser, did_you_mean
 from msresnet.cpu_speed import cpu_model
-from msresnet.config import (FIELDS, PROFILES, Overrides, for_devices, lr_rule, parse_overrides)
+from msresnet.config import FIELDS, PROFILES, Overrides, parse_overrides
 from msresnet.data.preparation import provenance
 from msresnet.book.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
-from msresnet.run_config import build_run_config
+from msresnet.run_config import build_run_config, for_devices, lr_rule
 from msresnet.paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"

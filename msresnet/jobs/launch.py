@@ -58,10 +58,9 @@ import psutil
 
 from msresnet.atomic import write_text
 from msresnet.cli import ArgumentParser, DEBUG_VARIABLE
-from msresnet.config import (Config, Overrides, for_devices, lr_rule,
-                             parse_overrides)
+from msresnet.config import Config, Overrides, parse_overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
-from msresnet.run_config import build_run_config
+from msresnet.run_config import build_run_config, for_devices, lr_rule
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs

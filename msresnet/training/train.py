@@ -70,10 +70,10 @@ from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.cli import ArgumentParser
 from msresnet.atomic import write_json, write_text
-from msresnet.config import (Config, ConfigError, for_devices, lr_rule,
-                             parse_overrides)
+from msresnet.config import Config, ConfigError, parse_overrides
 from msresnet.data.source import DataSource, open_data_source, same_data_dir
-from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config
+from msresnet.run_config import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
+                                 recorded_config)
 from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
                                          StopAfterEpoch, read_history)
 from msresnet.training.checkpoints import (PREFIX, CheckpointError, check_fits, checkpoint_meta,
