@@ -46,6 +46,7 @@ module), and on a module this docstring does not name. The layers, first to last
   and the last readable checkpoint scored once on the test set), ``callbacks``,
   ``ema`` (the weight average kept beside training), ``factories``
   (network, optimizer, loss, metrics, device setting and datasets from a config),
+  ``resume`` (which checkpoint a run continues, what may differ, restoring it),
   ``train`` (``msresnet train``), ``sweep`` (``msresnet sweep``: score every
   checkpoint), ``rank_dump`` (the callback a data-parallel worker adds with
   ``--rank_dump``);
@@ -58,7 +59,8 @@ module), and on a module this docstring does not name. The layers, first to last
   ``moxing_backend`` (the two backends), ``staging`` (the public API, choosing the
   backend once), ``local_s3`` (the loopback S3 server), ``sync`` (one copy per node);
 * ``jobs``: ``job`` (a ModelArts-style job; it imports the training only when it
-  runs), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
+  runs), ``ports`` (free and taken TCP ports, local addresses), ``worker_logs``
+  (what a failed worker left: its log's end, how it exited), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
   of the rank records; no training worker imports it);
 * ``doctor``: one machine checked for a profile before a long run (``msresnet
   doctor``; MindSpore and the training are imported only when a check runs):
@@ -93,6 +95,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
     "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",
     "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
+    "jobs.ports", "jobs.worker_logs",
     "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "experiments.onednn_trace", "book.notebook", "book.reproduce",

@@ -403,8 +403,8 @@ def test_failure_message_names_rank_exit_and_log(tmp_path):
     text = str(error)
     assert "rank 1" in text and f"--- last lines of {log} ---" in text
     assert "RuntimeError: out of memory" in text and "chatter" not in text
-    assert launch._describe_exit(-9) == "was killed by SIGKILL"
-    assert launch._describe_exit(3) == "exited with code 3"
+    assert launch.describe_exit(-9) == "was killed by SIGKILL"
+    assert launch.describe_exit(3) == "exited with code 3"
 
 
 def test_msrun_processes_join_the_group_even_with_one_worker():

@@ -43,7 +43,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -60,6 +59,8 @@ from msresnet.atomic import write_text
 from msresnet.cli import ArgumentParser, DEBUG_VARIABLE
 from msresnet.config import Config, Overrides, parse_overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
+from msresnet.jobs.worker_logs import describe_exit, log_tail
+from msresnet.jobs.ports import free_port, is_local_address, port_is_free, port_owner
 from msresnet.run_config import build_run_config, for_devices, lr_rule
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 
@@ -73,9 +74,6 @@ SCHEDULER_LOG = "scheduler.log"
 DEFAULT_CLUSTER_TIME_OUT = 120     # seconds for all workers to register (msrun's default: 600)
 SCHEDULER_GRACE = 5.0              # seconds msrun gets to notice a failed scheduler itself
 STOP_GRACE = 10.0                  # seconds between asking msrun to stop and killing
-TAIL_LINES = 25
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-_RUNTIME_CHATTER = re.compile(r"^\[(WARNING|INFO|DEBUG)\] ")
 _WORKER_EXIT = re.compile(r"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
 
 
@@ -98,49 +96,6 @@ class LaunchError(RuntimeError):
         if log is not None and self.tail:
             text += f"\n--- last lines of {log} ---\n" + "\n".join(self.tail)
         super().__init__(text)
-
-
-# --------------------------------------------------------------------------- ports
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when ``host:port`` can be bound, i.e. the scheduler could listen there."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # like a server would
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _port_owner(port: int) -> str:
-    """``" (pid 123, python)"`` when this user can see who listens on ``port``."""
-    try:
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-                if conn.pid:
-                    return f" (pid {conn.pid}, {psutil.Process(conn.pid).name()})"
-    except (psutil.Error, OSError):
-        pass
-    return ""
-
-
-def is_local_address(address: str) -> bool:
-    """True when ``address`` belongs to this machine (this node starts the scheduler)."""
-    if address in LOCAL_HOSTS:
-        return True
-    try:
-        resolved = socket.gethostbyname(address)
-    except OSError:
-        return False
-    mine = {a.address for addrs in psutil.net_if_addrs().values() for a in addrs}
-    return resolved in mine or resolved.startswith("127.")
 
 
 # --------------------------------------------------------------------------- the plan
@@ -306,26 +261,6 @@ class LaunchResult:
         return [line for line in text.splitlines() if re.search(pattern, line)]
 
 
-def log_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
-    """The last ``lines`` lines of a log, without MindSpore's WARNING/INFO chatter
-    (unless nothing else is left)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    useful = [line for line in text if line.strip() and not _RUNTIME_CHATTER.match(line)]
-    return (useful or text)[-lines:]
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
 class _Job:
     """One running ``msrun``: its process, its descendants, its logs."""
 
@@ -427,13 +362,13 @@ def _failure(job: _Job, reason: str) -> LaunchError:
         code = int(code_text)
         if isinstance(rank, int):
             log = job.worker_log(rank)
-            return LaunchError(f"{reason}: rank {rank} (pid {pid_text}) {_describe_exit(code)}; "
+            return LaunchError(f"{reason}: rank {rank} (pid {pid_text}) {describe_exit(code)}; "
                                f"every rank's log is in {job.plan.log_dir}",
                                rank=rank, exit_code=code, log=log, tail=log_tail(log))
     if exits:  # a worker died first, though its rank is unknown: still the cause, not the scheduler
         pid_text, code_text = exits[0]
         log = job.log_dir / MSRUN_LOG
-        return LaunchError(f"{reason}: a worker (pid {pid_text}) {_describe_exit(int(code_text))}; "
+        return LaunchError(f"{reason}: a worker (pid {pid_text}) {describe_exit(int(code_text))}; "
                            f"every rank's log is in {job.plan.log_dir}",
                            exit_code=int(code_text), log=log, tail=log_tail(log))
     if job.scheduler_failed():
@@ -465,7 +400,7 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
     if check_port and is_local_address(plan.master_addr) \
             and not port_is_free(plan.master_port, plan.master_addr):
         raise LaunchError(f"master_port {plan.master_port} on {plan.master_addr} is already in "
-                          f"use{_port_owner(plan.master_port)}; pass another --master_port, or "
+                          f"use{port_owner(plan.master_port)}; pass another --master_port, or "
                           f"none to pick a free one")
     if plan.config is not None:
         (cwd / plan.config_file).parent.mkdir(parents=True, exist_ok=True)

@@ -246,7 +246,7 @@ def _run_config(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str
     """The run's recorded config (``data_dir`` replaced when it names another folder)
     and ``{key: [recorded, used]}`` of what differs; the data folder must exist."""
     from msresnet.run_config import CONFIG_FILE, recorded_config
-    from msresnet.training.train import config_differences
+    from msresnet.training.resume import config_differences
 
     config_path = Path(run_dir) / CONFIG_FILE
     recorded = recorded_config(run_dir)
