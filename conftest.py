@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.book.notebook import NBVAL_OUTPUTS_VARIABLE
+from msresnet.chapters.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.data.source import DATA_DIR_VARIABLE
 
 CHAINED = ("04_train_eval", "05_checkpoint_sweep", "08_export_deploy")

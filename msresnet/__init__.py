@@ -20,16 +20,18 @@ that imports MindSpore at import time (directly or through another ``msresnet``
 module), and on a module this docstring does not name. The layers, first to last:
 
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
-  are, the local mirror), ``atomic`` (crash-safe file writes), ``cli`` (the
-  ``msresnet`` command and its one-line errors);
+  are, the local mirror), ``atomic`` (crash-safe file writes), ``spelling`` (the one
+  "did you mean" hint), ``cli`` (the ``msresnet`` command, its one option spelling
+  and its one-line errors);
 * ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
   counts, classes, mean and std; and its binary format: reading records,
   validating a folder), ``download`` (resumable, checksummed HTTP),
-  ``preparation`` (a ready folder from a URL, an archive or a folder; its marker),
+  ``prepare`` (a ready folder from a URL, an archive or a folder; its marker; and
+  ``msresnet prepare``),
   ``splits`` (the held-out validation split), ``identity`` (which images an
   evaluation scored, by SHA-256), ``source`` (a run's data resolved once: the
   folder's one precedence rule, validated, split and identified), ``images`` (any
-  picture to the network's input), ``prepare`` (``msresnet prepare``),
+  picture to the network's input),
   ``mindrecord`` (CIFAR-10 to MindRecord), ``pipeline`` (``mindspore.dataset``: the
   binary files, MindRecord or arrays in memory);
 * ``model``: the network and its training step's parts: ``lr_schedule`` (the
@@ -48,8 +50,10 @@ module), and on a module this docstring does not name. The layers, first to last
   (network, optimizer, loss, metrics, device setting and datasets from a config),
   ``resume`` (which checkpoint a run continues, what may differ, restoring it),
   ``train`` (``msresnet train``), ``sweep`` (``msresnet sweep``: score every
-  checkpoint), ``rank_dump`` (the callback a data-parallel worker adds with
-  ``--rank_dump``);
+  checkpoint);
+* ``ranks``: a data-parallel run's evidence, ``dump`` (the callback a worker adds
+  with ``--rank_dump``; training imports it only then) and ``analysis`` (chapter
+  7's reading and replay of the rank records; no training worker imports it);
 * ``storage``: ``errors`` (one class per failure, naming the URL), ``urls`` (local
   paths, ``s3://``, ``obs://``), ``settings`` (the environment; credentials never
   kept), ``etag`` (is the copy already there?), ``temp_files`` (written whole or
@@ -57,11 +61,11 @@ module), and on a module this docstring does not name. The layers, first to last
   for ``s3://`` and ``obs://``), ``store`` (listing one side), ``backend`` (what a
   backend does), ``transfer`` (parallel copy with retries), ``fsspec_backend`` and
   ``moxing_backend`` (the two backends), ``staging`` (the public API, choosing the
-  backend once), ``local_s3`` (the loopback S3 server), ``sync`` (one copy per node);
+  backend once), ``sync`` (one copy per node);
+* ``testing``: ``local_s3`` (the loopback S3 server the chapters and tests start);
 * ``jobs``: ``job`` (a ModelArts-style job; it imports the training only when it
   runs), ``ports`` (free and taken TCP ports, local addresses), ``worker_logs``
-  (what a failed worker left: its log's end, how it exited), ``launch`` (``msrun``), ``rank_analysis`` (chapter 7's reading and replay
-  of the rank records; no training worker imports it);
+  (what a failed worker left: its log's end, how it exited), ``launch`` (``msrun``);
 * ``doctor``: one machine checked for a profile before a long run (``msresnet
   doctor``; MindSpore and the training are imported only when a check runs):
   ``checks`` (a finding and its status), ``software`` (MindSpore's build, the CUDA
@@ -75,7 +79,7 @@ module), and on a module this docstring does not name. The layers, first to last
   ``lr_range`` (the learning-rate range test), ``onednn_trace`` (which oneDNN
   convolution a framework runs, from oneDNN's verbose log: the troubleshooting
   page's diagnosis);
-* ``book``: ``notebook`` (the chapters' parameter pattern and metric records),
+* ``chapters``: ``notebook`` (the chapters' parameter pattern and metric records),
   ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
   page), ``results_figures`` (its figures, drawn from the records), ``lab``
   (JupyterLab).
@@ -88,18 +92,18 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "config_rules", "config_table",
     "run_config", "model.lr_schedule",
-    "data.download", "data.cifar10", "data.preparation", "data.splits", "data.identity",
+    "spelling", "data.download", "data.cifar10", "data.prepare", "data.splits", "data.identity",
     "data.source",
-    "data.images", "data.prepare", "training.distributed",
+    "data.images", "training.distributed",
     "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
     "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",
-    "storage.staging", "storage.local_s3", "storage.sync", "jobs.job", "jobs.launch",
+    "storage.staging", "testing.local_s3", "storage.sync", "jobs.job", "jobs.launch",
     "jobs.ports", "jobs.worker_logs",
     "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
-    "experiments.ablation", "experiments.onednn_trace", "book.notebook", "book.reproduce",
-    "book.results_page", "book.lab", "book.results_figures",
+    "experiments.ablation", "experiments.onednn_trace", "chapters.notebook", "chapters.reproduce",
+    "chapters.results_page", "chapters.lab", "chapters.results_figures",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -26,30 +26,17 @@ The module is MindSpore-free: it must be importable before the CPU setting acts.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from msresnet.spelling import did_you_mean
+
 DEBUG_FLAG = "--debug"
 DEBUG_VARIABLE = "MSRESNET_DEBUG"
 USAGE_ERROR = 2
 UNEXPECTED_ERROR = 3
-
-
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """``" (did you mean 'batch_size'?)"`` for the candidate closest to a mistyped ``word``,
-    or ``""`` when none is close: the same word in another case first, else difflib's
-    closest with a similarity of at least 0.6.
-
-    The one spelling hint of the book (unknown commands here, config keys, values and
-    profiles, notebook and ``-p`` parameters), so every message reads the same.
-    """
-    names = list(candidates)
-    folded = [name for name in names if name.casefold() == word.casefold()]
-    close = folded or difflib.get_close_matches(word, names, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def is_ours(err: BaseException) -> bool:
@@ -143,15 +130,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("msresnet.jobs.launch", "data-parallel training with msrun"),
     "job": ("msresnet.jobs.job", "a ModelArts-style training job: stage, train, upload"),
     "sync": ("msresnet.storage.sync", "copy from or to object storage, once per node"),
-    "reproduce": ("msresnet.book.reproduce", "run every chapter with papermill, write a report"),
-    "results-page": ("msresnet.book.results_page", "record a reproduction as the reference result"),
-    "lab": ("msresnet.book.lab", "JupyterLab on the book's kernel"),
+    "reproduce": ("msresnet.chapters.reproduce", "run every chapter with papermill, write a report"),
+    "results-page": ("msresnet.chapters.results_page", "record a reproduction as the reference result"),
+    "lab": ("msresnet.chapters.lab", "JupyterLab on the book's kernel"),
     "convert-mindrecord": ("msresnet.data.mindrecord", "CIFAR-10 binary files to MindRecord"),
     "bench": ("msresnet.experiments.bench", "time a training step with and without the ISA cap"),
     "pipeline-bench": ("msresnet.experiments.pipeline_bench", "time the data pipeline, alone and in training"),
     "ablation": ("msresnet.experiments.ablation", "chapter 10's short runs, one per budget trick"),
     "lr-range": ("msresnet.experiments.lr_range", "a learning-rate range test on a profile"),
-    "local-s3": ("msresnet.storage.local_s3", "the loopback S3 server the chapters start (internal)"),
+    "local-s3": ("msresnet.testing.local_s3", "the loopback S3 server the chapters start (internal)"),
 }
 """Every verb of ``msresnet``; ``tests/test_cli_entries.py`` checks each module has ``main``."""
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from msresnet.cli import did_you_mean
+from msresnet.spelling import did_you_mean
 from msresnet.config_rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEED, Rule, choice,
                                    int_at_least, number, positive_int, rule_field)
 from msresnet.data.cifar10 import NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES, TRAIN_IMAGES

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from msresnet.data import cifar10, preparation
+from msresnet.data import cifar10
+from msresnet.data import prepare as preparation
 
 SEED = 20261201
 

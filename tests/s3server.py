@@ -1,7 +1,7 @@
 """Test helper: an S3-compatible server (moto) on 127.0.0.1 with a free port.
 
 The tests start and stop the server themselves. :func:`running_server` wraps
-:class:`msresnet.storage.local_s3.LocalS3Server` (a moto child process with IAM
+:class:`msresnet.testing.local_s3.LocalS3Server` (a moto child process with IAM
 authentication on, so wrong credentials are rejected as on OBS) and gives it
 recognisable fake credentials, which the leak tests then grep for.
 """
@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from msresnet.storage.local_s3 import LocalS3Server
+from msresnet.testing.local_s3 import LocalS3Server
 
 # Recognisable fake credentials: if one of these strings shows up in a notebook,
 # a log or an error message, a secret has leaked.

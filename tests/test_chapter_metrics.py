@@ -1,7 +1,7 @@
 """Every chapter records the key figures that reproductions and the results page read.
 
 ``msresnet reproduce`` collects what each chapter records with
-:func:`msresnet.book.notebook.record_metrics`; ``report.md`` and the results page show
+:func:`msresnet.chapters.notebook.record_metrics`; ``report.md`` and the results page show
 those numbers. Strict nbval is the run that executes every chapter in the test
 command, and ``make nbval`` runs it with ``MSRESNET_METRICS_DIR`` set to
 ``runs/nbval-metrics``, then this test. (The reproduce command itself is tested on
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from msresnet.book.notebook import METRICS_DIR_VARIABLE
+from msresnet.chapters.notebook import METRICS_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
-from msresnet.book.reproduce import chapters
+from msresnet.chapters.reproduce import chapters
 from prerequisites import after_nbval
 
 # The figures each chapter records with record_metrics (at least these keys).

@@ -24,7 +24,7 @@ import sys
 
 import pytest
 
-from msresnet.book.notebook import METRICS_DIR_VARIABLE
+from msresnet.chapters.notebook import METRICS_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow

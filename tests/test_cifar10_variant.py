@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from msresnet.data import cifar10, preparation
+from msresnet.data import cifar10
+from msresnet.data import prepare as preparation
 from cifar10_variant import write_variant
 from fake_cifar10 import write_folder
 from fake_cifar10 import any_record_count  # noqa: F401 - autouse: the fakes have a few records

@@ -475,8 +475,8 @@ def test_every_spelling_hint_is_the_same_helper(capsys):
     """Commands, config keys, values and profiles, notebook and -p parameters: one
     helper, which also finds a word typed in the wrong case."""
     from msresnet import cli
-    from msresnet.book.notebook import ParameterError, config_from_parameters
-    from msresnet.book.reproduce import ReproduceError, typed_parameters
+    from msresnet.chapters.notebook import ParameterError, config_from_parameters
+    from msresnet.chapters.reproduce import ReproduceError, typed_parameters
 
     assert cli.did_you_mean("EPOCH_SIZE", FIELDS) == " (did you mean 'epoch_size'?)"
     assert cli.did_you_mean("batchsize", ["batch_size", "seed"]) == " (did you mean 'batch_size'?)"

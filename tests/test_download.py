@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msresnet.data import cifar10, preparation
+from msresnet.data import cifar10
+from msresnet.data import prepare as preparation
 from msresnet.data.download import (ChecksumError, DownloadError, download, md5sum, part_path,
                                quarantine_path)
 

@@ -48,7 +48,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import browser_check
-from msresnet.book import lab
+from msresnet.chapters import lab
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"

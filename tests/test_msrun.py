@@ -104,7 +104,7 @@ def test_both_ranks_ran_to_the_end(job):
         assert "done: 2 epochs, 4 steps" in lines
     assert (result.log_dir / "scheduler.log").is_file()
     assert (result.log_dir / "msrun.log").is_file()
-    from msresnet.jobs.rank_analysis import load_ranks, step_times
+    from msresnet.ranks.analysis import load_ranks, step_times
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     assert [len(r.step_seconds) for r in records] == [2 * STEPS_PER_EPOCH] * 2
@@ -132,7 +132,7 @@ def test_only_rank_0_writes_checkpoints_and_history(job):
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_ranks_read_disjoint_shards(job):
-    from msresnet.jobs.rank_analysis import SampleIndex, load_ranks, shard_overlap
+    from msresnet.ranks.analysis import SampleIndex, load_ranks, shard_overlap
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     assert [r.rank for r in records] == [0, 1]
@@ -149,7 +149,7 @@ def test_ranks_read_disjoint_shards(job):
 @pytest.mark.timeout(1200)
 @CHAPTER_TWIN
 def test_parameters_are_identical_across_ranks(job):
-    from msresnet.jobs.rank_analysis import compare_parameters, load_ranks
+    from msresnet.ranks.analysis import compare_parameters, load_ranks
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     groups = compare_parameters(records[0].params_path, records[1].params_path).by_group()
@@ -175,7 +175,7 @@ def test_gradients_are_averaged_not_summed(job):
     is tuned for 1, so twice the profile's lr_max; at the profile's rate the third
     loss was off by 2.7e-3)."""
     from msresnet.config import load_config
-    from msresnet.jobs.rank_analysis import global_losses, load_ranks, replay_averaged
+    from msresnet.ranks.analysis import global_losses, load_ranks, replay_averaged
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     config = for_devices(load_config("smoke", SMALL), 2)

@@ -2,7 +2,7 @@
 
 ``make nbval`` runs every chapter with recognisable fake credentials for chapter
 6's local object store (``LOCAL_S3_ACCESS_KEY_ID`` / ``LOCAL_S3_SECRET_ACCESS_KEY``,
-which ``msresnet.storage.local_s3`` takes when set) and keeps every executed cell's outputs
+which ``msresnet.testing.local_s3`` takes when set) and keeps every executed cell's outputs
 in ``runs/nbval-outputs`` (the root ``conftest.py``), then runs this test: the two
 values must appear in no output of any chapter, ignored cells included, and in no
 text file chapter 6's job wrote. This is the one run of chapter 6 in the test
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-from msresnet.book.notebook import NBVAL_OUTPUTS_VARIABLE
+from msresnet.chapters.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.paths import REPO_ROOT
-from msresnet.book.reproduce import chapters
+from msresnet.chapters.reproduce import chapters
 from prerequisites import after_nbval
 
 NBVAL_OUTPUTS = REPO_ROOT / "runs" / "nbval-outputs"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.book.notebook import config_from_parameters
+from msresnet.chapters.notebook import config_from_parameters
 from msresnet.data.source import DATA_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 

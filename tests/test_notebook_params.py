@@ -1,4 +1,4 @@
-"""msresnet.book.notebook: checked notebook parameters and recorded metrics.
+"""msresnet.chapters.notebook: checked notebook parameters and recorded metrics.
 
 Also checks that every chapter's parameters cell follows the book's pattern, so
 that ``papermill -p`` and ``papermill --help-notebook`` work on each of them.
@@ -18,7 +18,7 @@ import papermill
 import pytest
 
 from msresnet.config import FIELDS, ConfigError, load_config
-from msresnet.book.notebook import (METRICS_DIR_VARIABLE, ParameterError, ParameterGuard,
+from msresnet.chapters.notebook import (METRICS_DIR_VARIABLE, ParameterError, ParameterGuard,
                                config_from_parameters, record_metrics)
 from msresnet.paths import REPO_ROOT
 

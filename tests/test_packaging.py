@@ -261,9 +261,9 @@ def test_a_missing_dependency_fails() -> None:
 
 def test_the_book_tools_need_their_extra() -> None:
     """What ``.[book]`` adds is really needed by the package's book tools: matplotlib,
-    papermill and jinja2 are imported by msresnet.book, and not by the plain tools."""
+    papermill and jinja2 are imported by msresnet.chapters, and not by the plain tools."""
     plain = third_party(list(TOOLS), TABLE)
-    book = third_party([m for m in TABLE if m.startswith("msresnet.book.")], TABLE)
+    book = third_party([m for m in TABLE if m.startswith("msresnet.chapters.")], TABLE)
     for module in ("matplotlib", "papermill", "jinja2"):
         assert module in book and module not in plain, module
     assert re.search(r"^\s*\"msresnet\[obs\]\",$", (REPO / "pyproject.toml").read_text(), re.M)

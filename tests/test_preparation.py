@@ -1,4 +1,4 @@
-"""Tests of msresnet.data.preparation (safe extraction, prepare_dataset, its marker and
+"""Tests of msresnet.data.prepare (safe extraction, prepare_dataset, its marker and
 lock) and of the command ``msresnet prepare`` (msresnet.data.prepare).
 
 Fake datasets (tests/fake_cifar10.py) are a few records per file, built in tmp_path,
@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from msresnet.cli import main as msresnet_main
-from msresnet.data import cifar10, preparation
+from msresnet.data import cifar10
+from msresnet.data import prepare as preparation
 from msresnet.data import prepare as prepare_cli
 from msresnet.data.cifar10 import FOLDER_NAME, DatasetError, validate
-from msresnet.data.preparation import MARKER_NAME, prepare_dataset
+from msresnet.data.prepare import MARKER_NAME, prepare_dataset
 from msresnet.paths import LOCAL_MIRROR as MIRROR
 from msresnet.paths import LOCAL_MIRROR_MD5 as MIRROR_MD5
 from msresnet.paths import REPO_ROOT
@@ -57,7 +58,7 @@ def test_prepare_extracts_a_local_archive(archive: Path, root: Path) -> None:
 
 
 def test_provenance_reads_the_marker_of_the_folder(archive: Path, root: Path) -> None:
-    from msresnet.data.preparation import provenance
+    from msresnet.data.prepare import provenance
     report = prepare_dataset(archive, root, progress=False)
     for given in (root, root / FOLDER_NAME):  # data_dir or the folder itself
         record = provenance(given)

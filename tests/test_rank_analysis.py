@@ -8,7 +8,7 @@ import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
 import pytest
 
-from msresnet.jobs.rank_analysis import compare_parameters, step_times
+from msresnet.ranks.analysis import compare_parameters, step_times
 
 
 def ranks(epochs: list[int], *seconds: list[float]) -> list[SimpleNamespace]:

@@ -20,8 +20,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from msresnet.book import reproduce
-from msresnet.book.notebook import METRICS_DIR_VARIABLE
+from msresnet.chapters import reproduce
+from msresnet.chapters.notebook import METRICS_DIR_VARIABLE
 from msresnet.paths import REPO_ROOT
 
 
@@ -39,7 +39,7 @@ def write_chapter(folder: Path, name: str, body: str, extras: dict[str, object] 
     params += [f"{name_} = None  # a config key (None: the profile's)" for name_ in fields]
     params += [f"{k} = {v!r}  # this notebook's own" for k, v in extras.items()]
     cells = [
-        new_code_cell("import msresnet\nfrom msresnet.book.notebook import ParameterGuard, record_metrics\n"
+        new_code_cell("import msresnet\nfrom msresnet.chapters.notebook import ParameterGuard, record_metrics\n"
                       "guard = ParameterGuard(globals())"),
         new_code_cell("\n".join(params), metadata={"tags": ["parameters"]}),
         new_code_cell(f"config = guard.config(globals(), extras={set(extras) or set()!r})"),
@@ -115,7 +115,7 @@ def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
     assert json.loads((out / "metrics" / "02_config_lr.json").read_text()) == entry["metrics"]
     assert "skipped" not in first.stdout
     # the copy of CIFAR-10 the chapters read, from its folder's marker (not the config's URL)
-    from msresnet.data.preparation import provenance
+    from msresnet.data.prepare import provenance
     from msresnet.paths import DATA_ROOT
     assert run["dataset"] == json.loads(json.dumps(provenance(DATA_ROOT)))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.book import results_page
+from msresnet.chapters import results_page
 from msresnet.paths import REPO_ROOT
-from msresnet.book.results_page import ResultsError, record, render_page, write_page
+from msresnet.chapters.results_page import ResultsError, record, render_page, write_page
 
 HISTORY = [
     {"epoch": 1, "step": 10, "lr": 0.01, "train_loss": 2.2, "val_loss": 2.0, "val_top1": 0.25,
@@ -262,7 +262,7 @@ def test_the_committed_figures_are_what_the_records_draw(tmp_path):
     """results/cpu/figures/page-*.png are redrawn from results/cpu alone, pixel for pixel."""
     import numpy as np
     from PIL import Image
-    from msresnet.book import results_figures
+    from msresnet.chapters import results_figures
     dest = REPO_ROOT / "results" / "cpu"
     records = results_page._figure_records(dest, results_page._facts(dest))
     for path in results_figures.draw_all(records, tmp_path):

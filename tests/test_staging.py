@@ -18,7 +18,7 @@ from s3fs import S3FileSystem
 from msresnet.storage import staging, transfer
 from msresnet.storage.backend import Backend, CopyResult, Registration
 from msresnet.storage.fsspec_backend import FsspecBackend
-from msresnet.storage.local_s3 import local_server
+from msresnet.testing.local_s3 import local_server
 from msresnet.storage.moxing_backend import MoxingBackend
 from s3server import (FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, closed_port,
                       new_bucket_name, running_server)
@@ -339,7 +339,7 @@ def test_temporary_files_are_invisible(tmp_path):
 
 
 def test_local_server_exports_its_credentials_and_restores_the_environment(monkeypatch):
-    from msresnet.storage.local_s3 import LocalS3Server
+    from msresnet.testing.local_s3 import LocalS3Server
 
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     monkeypatch.setenv("LOCAL_S3_ACCESS_KEY_ID", "AKIATESTTESTTESTTEST")

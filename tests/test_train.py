@@ -201,7 +201,7 @@ def test_rank_dump_callback_only_when_the_launcher_asks(tmp_path):
     tree = ast.parse(Path(train_module.__file__).read_text())
     top_level = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
     assert "msresnet.training.distributed" in top_level
-    assert not top_level & {"msresnet.training.rank_dump", "msresnet.jobs.rank_analysis", "msresnet.jobs.launch"}
+    assert not top_level & {"msresnet.ranks.dump", "msresnet.ranks.analysis", "msresnet.jobs.launch"}
     assert train_module.DUMP_VARIABLE == "MSRESNET_RANK_DUMP"
 
 

@@ -11,7 +11,7 @@ truncated or corrupt file it fails deep inside its C++ reader with a message tha
 does not say which file is wrong. So before training the book checks the files
 itself (:func:`validate`) and raises a :class:`DatasetError` that names the file
 and the problem. Making a ready folder from an archive is
-:mod:`msresnet.data.preparation`; the held-out split is :mod:`msresnet.data.splits`.
+:mod:`msresnet.data.prepare`; the held-out split is :mod:`msresnet.data.splits`.
 
 Record layout (per file, repeated): 1 label byte (0-9), then 1,024 red,
 1,024 green and 1,024 blue bytes of a 32x32 image, row-major.

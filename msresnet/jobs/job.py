@@ -26,7 +26,7 @@ fsspec/s3fs otherwise):
 1. ``--data_url`` (a folder holding ``cifar-10-binary.tar.gz`` or
    ``cifar-10-batches-bin/``, or the archive itself) is copied to
    ``<cache_dir>/input`` by one process per node (:func:`msresnet.storage.sync.sync_data`);
-2. :func:`msresnet.data.preparation.prepare_dataset` extracts/validates it into
+2. :func:`msresnet.data.prepare.prepare_dataset` extracts/validates it into
    ``<cache_dir>/data``;
 3. :func:`msresnet.training.train.train_and_evaluate` trains with
    ``output_dir = <cache_dir>/output``;
@@ -223,7 +223,7 @@ def platform_note(environ: Mapping[str, str] | None = None) -> str:
 
 
 def find_dataset_source(staged: Path) -> Path:
-    """What to hand :func:`msresnet.data.preparation.prepare_dataset` in the staged input:
+    """What to hand :func:`msresnet.data.prepare.prepare_dataset` in the staged input:
     the archive itself, a folder with ``cifar-10-batches-bin/``, or the extracted files."""
     from msresnet.data.cifar10 import FOLDER_NAME, TRAIN_FILES
 
@@ -326,7 +326,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     """Stage, prepare, train, upload: ``msresnet job``'s one library function (``plan``:
     :func:`plan_job`'s, made here when not given). Returns the summary :func:`main`
     prints. The data is validated once, when the training opens it."""
-    from msresnet.data.preparation import prepare_dataset
+    from msresnet.data.prepare import prepare_dataset
     from msresnet.run_config import build_run_config
     from msresnet.training.train import train_and_evaluate
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 DUMP_VARIABLE = "MSRESNET_RANK_DUMP"
 """Environment variable naming the folder where every rank writes its evidence
-(:mod:`msresnet.training.rank_dump`); ``msresnet launch --rank_dump`` sets it and
+(:mod:`msresnet.ranks.dump`); ``msresnet launch --rank_dump`` sets it and
 ``msresnet train`` reads it. Unset: nothing is written. It lives here, in
 a module both import, so neither the launcher nor the training imports the other."""
 

@@ -1,7 +1,7 @@
 """The pieces a training or evaluation run is assembled from, built from a Config.
 
 :mod:`msresnet.training.train` (the training loop), :mod:`msresnet.training.sweep` (checkpoint
-evaluation) and :mod:`msresnet.jobs.rank_analysis` (single-process replays of a
+evaluation) and :mod:`msresnet.ranks.analysis` (single-process replays of a
 data-parallel run) all need the same network, loss, metrics, device setting and
 datasets. They live here, below all three, so none of them has to import another
 one (and with it the other's callbacks or evidence code) to get them.

@@ -40,7 +40,7 @@ repository where the book has no reason to differ:
 * Distributed-ready: with ``mindspore.communication`` initialised (msrun), the data
   is sharded by rank and only rank 0 writes files. Extra callbacks come in through
   ``extra_callbacks``; the command line adds chapter 7's per-rank evidence
-  (:class:`msresnet.training.rank_dump.RankDump`) when the launcher's ``--rank_dump`` asked.
+  (:class:`msresnet.ranks.dump.RankDump`) when the launcher's ``--rank_dump`` asked.
 
 Graph mode is the default because it is faster on the CPU: on the 2-core test
 machine (shared with other jobs at the time), the smoke profile cut to 512 training
@@ -436,7 +436,7 @@ def callbacks_from_environment(environ: Mapping[str, str] | None = None) -> list
     folder = env.get(DUMP_VARIABLE, "").strip()
     if not folder:
         return []
-    from msresnet.training.rank_dump import RankDump
+    from msresnet.ranks.dump import RankDump
 
     return [RankDump(folder)]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
-from msresnet.cli import did_you_mean
+from msresnet.spelling import did_you_mean
 from msresnet.config import (FIELDS, Config, ConfigError, Overrides, value_from_text)
 from msresnet.run_config import build_run_config
 from msresnet.paths import REPO_ROOT
@@ -106,7 +106,7 @@ def config_from_parameters(params: Mapping[str, Any], extras: Iterable[str] = ()
 
 
 def record_metrics(chapter: str, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Record a chapter's key figures for ``msresnet.book.reproduce``.
+    """Record a chapter's key figures for ``msresnet.chapters.reproduce``.
 
     Writes ``<MSRESNET_METRICS_DIR>/<chapter>.json`` when the reproduce command set
     that variable; interactively (or under nbval) it only returns the numbers.

@@ -1,6 +1,6 @@
 """Reading back and analysing the per-rank evidence of a data-parallel run.
 
-:mod:`msresnet.training.rank_dump` writes, on every rank of a job launched with ``msresnet
+:mod:`msresnet.ranks.dump` writes, on every rank of a job launched with ``msresnet
 launch --rank_dump``, what the rank trained on and its final weights. This
 module reads those files (:func:`load_rank`, :func:`load_ranks`) and checks the two
 promises of data parallelism with them:
@@ -33,7 +33,7 @@ from mindspore import nn
 from msresnet.training.checkpoints import read_checkpoint
 from msresnet.data.cifar10 import TRAIN_FILES, read_records
 from msresnet.training.distributed import DUMP_VARIABLE
-from msresnet.training.rank_dump import DATA_FILE, PAD, PARAMS_FILE, SIZE, SUMMARY_FILE, StepRecorder
+from msresnet.ranks.dump import DATA_FILE, PAD, PARAMS_FILE, SIZE, SUMMARY_FILE, StepRecorder
 
 
 # --------------------------------------------------------------------------- reading

@@ -8,7 +8,7 @@ The chapters run in order in one output folder: chapter 4 trains into
 
 - ``NN_chapter.ipynb``: each executed notebook (also when it failed);
 - ``metrics/NN_chapter.json``: the figures each notebook recorded itself
-  (:func:`msresnet.book.notebook.record_metrics`);
+  (:func:`msresnet.chapters.notebook.record_metrics`);
 - ``run.json``: profile, effective parameters (``lr_max`` as one device trains
   with it, ``lr_rule`` the line that says how it came from the profile's),
   versions, device, machine, git commit, timings and metrics per notebook;
@@ -45,11 +45,12 @@ import nbformat
 import yaml
 
 from msresnet import atomic
-from msresnet.cli import ArgumentParser, did_you_mean
+from msresnet.cli import ArgumentParser
+from msresnet.spelling import did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, Overrides, parse_overrides
-from msresnet.data.preparation import provenance
-from msresnet.book.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
+from msresnet.data.prepare import provenance
+from msresnet.chapters.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.run_config import build_run_config, for_devices, lr_rule
 from msresnet.paths import REPO_ROOT
 
@@ -154,7 +155,7 @@ def absolute_path(text: str) -> str:
 def papermill_values(params: Mapping[str, Any]) -> dict[str, Any]:
     """Parameters as a notebook receives them: in a notebook None means "the
     profile's value", so an explicit null for a config field travels as "null"
-    (which :func:`msresnet.book.notebook.config_from_parameters` turns back into None)."""
+    (which :func:`msresnet.chapters.notebook.config_from_parameters` turns back into None)."""
     return {k: ("null" if v is None and k in FIELDS else v) for k, v in params.items()}
 
 

@@ -10,7 +10,7 @@ figures and numbers and a test can check that the page still matches them::
     msresnet results-page runs/cpu-reference --dest results/cpu --page book/results.md
 
 Nothing on the page is typed by hand: change the run, re-record it. The page and
-the README row are laid out by the Jinja2 templates in ``msresnet/book/templates/``
+the README row are laid out by the Jinja2 templates in ``msresnet/chapters/templates/``
 (installed as package data); this module reads the records and hands them the values.
 """
 
@@ -31,8 +31,8 @@ from msresnet.atomic import write_text
 from msresnet.cli import ArgumentParser, USAGE_ERROR
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
-from msresnet.book.reproduce import format_metric
-from msresnet.book import results_figures
+from msresnet.chapters.reproduce import format_metric
+from msresnet.chapters import results_figures
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
 # the per-epoch history, the best checkpoint's record and the effective config.
@@ -43,7 +43,7 @@ OPTIONAL_TRAIN_FILES = ("test.json",)
 # Figures drawn by the chapters, in the order extract_figures numbers them, with
 # the caption the page gives each, or None for one the page does not show: the
 # per-epoch curves are drawn again from the records, one idea per figure
-# (msresnet.book.results_figures), and chapter 5's recorded 1,000-image run is not
+# (msresnet.chapters.results_figures), and chapter 5's recorded 1,000-image run is not
 # this run. All are copied. A chapter that draws more or fewer figures must update
 # this table (record() checks the counts).
 FIGURES: dict[str, tuple[str | None, ...]] = {
@@ -161,12 +161,12 @@ def _unwrap(text: str) -> str:
 
 @functools.cache
 def _templates() -> jinja2.Environment:
-    """The package's templates (``msresnet/book/templates``, installed as package data).
+    """The package's templates (``msresnet/chapters/templates``, installed as package data).
 
     Undefined names raise instead of printing nothing, so a renamed record field is
     an error, not a blank cell; block tags leave no blank lines of their own.
     """
-    env = jinja2.Environment(loader=jinja2.PackageLoader("msresnet.book", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("msresnet.chapters", "templates"),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(minutes=_minutes, percent=_percent, fixed=_fixed, unwrap=_unwrap,
@@ -216,7 +216,7 @@ def _test_record(dest: Path, facts: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _figure_records(dest: Path, facts: dict[str, Any]) -> dict[str, Any]:
-    """What :mod:`msresnet.book.results_figures` draws from, read from ``dest``."""
+    """What :mod:`msresnet.chapters.results_figures` draws from, read from ``dest``."""
     params = facts["params"]
     return {"history": json.loads((dest / "train" / "history.json").read_text()),
             "test": _test_record(dest, facts), "params": params,

@@ -17,7 +17,7 @@ rank, which writes to that folder:
 It also logs one line per epoch with a fingerprint of the labels the rank saw.
 This module is only the writing half, the part every training worker imports;
 reading the files back and analysing them (which image came from where, shard
-overlap, parameter comparison, single-process replays) is :mod:`msresnet.jobs.rank_analysis`.
+overlap, parameter comparison, single-process replays) is :mod:`msresnet.ranks.analysis`.
 
 For debugging and teaching only: it copies every image to host memory, and the
 image recovery assumes ``image_size`` 32 (no resize, no ``progressive_size``:
