@@ -13,7 +13,10 @@ page and reports:
 
 :func:`clipped_sideways` reports what a reader at a given window width could only
 read by scrolling sideways: code cells, outputs and tables (and the containers
-that scroll them) whose content is wider than their box.
+that scroll them) whose content is wider than their box. :func:`page_overflow`
+reports whether the page itself scrolls sideways (on a phone, where code blocks
+and tables may scroll inside their own box but the page must not), and what
+pushes it wider.
 
 The machine that runs the tests has no internet. Requests to other hosts (MathJax
 from a CDN, say) are answered with an empty response and listed in the report
@@ -311,6 +314,54 @@ def clipped_sideways(context, url: str, width: int = 1280) -> list[str]:
     return [f"{item['selector']} under \"{item['heading']}\": {item['content']} px of content "
             f"in {item['box']} px; widest line ({item['columns']} chars): {item['line']!r}"
             for item in found]
+
+
+# What makes a page wider than the window: the elements that reach past its right
+# edge, or whose text does (a long word in a box that does not scroll), with no
+# ancestor that scrolls or clips them; the innermost of them, which hold the culprit.
+_PAGE_OVERFLOW_JS = r"""() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const width = document.documentElement.clientWidth;
+  const contained = (el) => {
+    for (let a = el.parentElement; a && a !== document.documentElement; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== 'visible') return true;
+    }
+    return false;
+  };
+  const describe = (el, right) => {
+    const name = el.tagName.toLowerCase() + (el.classList.length ? '.' + [...el.classList].join('.') : '');
+    const text = (el.innerText || '').replace(/\s+/g, ' ').trim();
+    return `${name} reaches ${Math.round(right)} px: '${text.length > 60 ? text.slice(0, 57) + '...' : text}'`;
+  };
+  const candidates = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (getComputedStyle(el).position === 'fixed' || contained(el)) continue;
+    const rect = el.getBoundingClientRect();
+    const overflowing = getComputedStyle(el).overflowX === 'visible' && el.clientWidth > 0
+        && el.scrollWidth > el.clientWidth + 1 && rect.left + el.scrollWidth > width + 1;
+    if ((rect.width && rect.right > width + 1) || overflowing) {
+      candidates.push([el, Math.max(rect.right, rect.left + el.scrollWidth)]);
+    }
+  }
+  const found = candidates.filter(([el]) => !candidates.some(([other]) => other !== el
+      && el.contains(other))).map(([el, right]) => describe(el, right));
+  return {scroll: document.documentElement.scrollWidth - width, found};
+}"""
+
+
+def page_overflow(context, url: str, width: int = 390) -> tuple[int, list[str]]:
+    """How many pixels ``url`` scrolls sideways in a ``width``-pixel window (0: none), and
+    what pushes it wider: the elements (or their text) that reach past the window's
+    right edge without a scrolling box around them, outermost first."""
+    page = context.new_page()
+    try:
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(url, wait_until="load")
+        page.evaluate("document.fonts.ready.then(() => null)")
+        result = page.evaluate(_PAGE_OVERFLOW_JS)
+    finally:
+        page.close()
+    return result["scroll"], result["found"]
 
 
 def sidebar_titles(context, url: str) -> dict[str, str]:

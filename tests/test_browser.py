@@ -6,7 +6,9 @@ no console errors, every internal link answers HTTP 200 and its ``#anchor`` exis
 every image has a non-zero natural size, and the title (``<h1>``, ``<title>`` and
 the sidebar entry) is the TOC title, numbered "N. " in a part marked ``numbered``,
 and nothing (code cell, output, table) is wider than its box at 1280 px: a reader
-never scrolls sideways. Sphinx's search page finds a chapter by a word from its
+never scrolls sideways. At a phone's 390 px the page itself never scrolls
+sideways (long inline code and words break; code blocks and tables scroll inside
+their own box), and the intro's table numbers the chapters as the sidebar does. Sphinx's search page finds a chapter by a word from its
 text. Screenshots of the introduction and the training chapter go to
 ``artifacts/screenshots/``.
 
@@ -140,6 +142,40 @@ def test_nothing_clipped_sideways(book, base_url: str, stem: str) -> None:
     clipped = browser_check.clipped_sideways(context, f"{base_url}{stem}.html", width=1280)
     assert not clipped, (f"{stem}.html at 1280 px, {len(clipped)} clipped:\n  "
                          + "\n  ".join(clipped))
+
+
+PHONE = 390
+"""A phone's window width in CSS pixels (an iPhone 12 to 15's): the page must not
+scroll sideways there; code blocks and tables may scroll inside their own box."""
+
+
+@pytest.mark.parametrize("width", [PHONE, 1280])
+@pytest.mark.parametrize("stem", PAGES)
+def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: int) -> None:
+    context, _, _ = book
+    scroll, found = browser_check.page_overflow(context, f"{base_url}{stem}.html", width=width)
+    assert scroll <= 0 and not found, (f"{stem}.html at {width} px scrolls sideways by "
+                                       f"{scroll} px:\n  " + "\n  ".join(found))
+
+
+def test_intro_numbers_the_chapters(book, base_url: str) -> None:
+    """The intro's table of chapters and the prose pages name chapters by their number
+    (Sphinx's {numref}, from _toc.yml's numbering), as the sidebar does."""
+    context, _, _ = book
+    sidebar = browser_check.sidebar_titles(context, f"{base_url}{PAGES[0]}.html")
+    page = context.new_page()
+    try:
+        page.goto(f"{base_url}{PAGES[0]}.html", wait_until="load")
+        rows = page.eval_on_selector_all(
+            "article table tbody tr td:first-child a",
+            "links => links.map(a => [a.href.split('#')[0], a.textContent.trim()])")
+    finally:
+        page.close()
+    chapters = [f"{base_url}{stem}.html" for stem in PAGES if stem in NUMBERS]
+    numbered = {url: text for url, text in rows if url in chapters}
+    assert list(numbered) == chapters, rows
+    for url, text in numbered.items():
+        assert text == sidebar[url], f"intro's table says {text!r}, the sidebar {sidebar[url]!r}"
 
 
 def test_sidebar_lists_exactly_the_toc(book, base_url: str) -> None:
@@ -304,6 +340,36 @@ def test_book_css_wraps_a_wide_table(browser, tmp_path: Path) -> None:
     with browser_check.serve_directory(tmp_path) as url:
         assert browser_check.clipped_sideways(browser, url + "plain.html"), "table fits unstyled"
         assert browser_check.clipped_sideways(browser, url + "styled.html") == []
+
+
+# A page built like the book's at a phone's width: running text with a long inline
+# code span (Sphinx keeps each word of it in a span.pre that does not wrap), a long
+# heading word, and a code block wider than the window inside a box that scrolls.
+_PHONE_BODY = ("<h2>msresnet.training.checkpoints.load_strict_checkpoint_for_resume</h2>"
+               "<p>Call <code class='docutils literal notranslate'><span class='pre'>"
+               "mindspore.dataset.config.set_num_parallel_workers(n)</span></code> first.</p>"
+               f"<div class='highlight'><pre>{_LONG}</pre></div>")
+_PHONE_STYLE = ("body{margin:0} article{padding:0 16px} pre{overflow:auto} "
+                "span.pre{white-space:nowrap}")
+
+
+def test_page_overflow_detected_and_book_css_fixes_it(browser, tmp_path: Path) -> None:
+    """At 390 px the page scrolls sideways because of the inline code and the heading;
+    _static/book.css makes them break, and the code block keeps scrolling in its box."""
+    css = (REPO / "_static" / "book.css").read_text()
+    for name, extra in (("plain.html", ""), ("styled.html", css)):
+        (tmp_path / name).write_text(
+            f"<!doctype html><html><head><title>t</title>{NO_ICON}"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<style>{_PHONE_STYLE}</style><style>{extra}</style></head>"
+            f"<body><article>{_PHONE_BODY}</article></body></html>")
+    with browser_check.serve_directory(tmp_path) as url:
+        scroll, found = browser_check.page_overflow(browser, url + "plain.html", width=PHONE)
+        assert scroll > 0 and any("span.pre" in f or "code" in f for f in found), found
+        assert any(f.startswith("h2") for f in found), found
+        assert browser_check.page_overflow(browser, url + "styled.html", width=PHONE) == (0, [])
+        clipped = browser_check.clipped_sideways(browser, url + "styled.html", width=PHONE)
+        assert any(line.startswith("div.highlight pre") for line in clipped), clipped
 
 
 @pytest.mark.parametrize(("page", "expected"), [

@@ -4,7 +4,8 @@ The page loads the committed INT8 model (web/classify/model.int8.onnx) with
 onnxruntime-web and classifies the sample test images it shows. The page's
 probabilities must be onnxruntime's in Python for the same files (same model, the
 same input bit for bit through msresnet.data.images), a click on a sample must show
-that top-1 in the page, and no console error or failed request may occur. The
+that top-1 in the page, marked right or wrong against the sample's true class (which
+labels its thumbnail), and no console error or failed request may occur. The
 model's provenance (model.json) must describe the committed file.
 """
 
@@ -146,7 +147,10 @@ def test_page_predicts_what_python_predicts(book, base_url, metadata, samples):
         page.wait_for_selector("#msresnet-classifier[data-state=ready]", timeout=60_000)
         buttons = page.locator(".msresnet-samples button")
         assert buttons.count() == len(samples)
+        labels = page.locator(".msresnet-samples .msresnet-label").all_inner_texts()
+        assert [text.strip() for text in labels] == [s["label"] for s in samples]
         worst = 0.0
+        right = 0
         for index, sample in enumerate(samples):
             url = base_url + "classify/" + sample["file"]
             in_page = np.array(page.evaluate("url => window.msresnetClassifier.classifyUrl(url)",
@@ -155,12 +159,48 @@ def test_page_predicts_what_python_predicts(book, base_url, metadata, samples):
             assert in_page.shape == (10,)
             assert in_page.argmax() == in_python.argmax(), sample
             worst = max(worst, float(np.abs(in_page - in_python).max()))
-            # and the page's own display: a click shows that top-1 first
+            # and the page's own display: a click shows that top-1 first (the previous
+            # sample's result is cleared first, so the wait sees this click's)
+            page.evaluate("() => { document.querySelector('.msresnet-result').replaceChildren();"
+                          " delete document.querySelector('#msresnet-classifier').dataset.top1; }")
             buttons.nth(index).click()
             page.wait_for_function(
                 "want => document.querySelector('#msresnet-classifier').dataset.top1 === want"
                 " && document.querySelectorAll('.msresnet-top5 tbody tr').length === 5",
                 arg=CLASSES[int(in_python.argmax())], timeout=30_000)
+            # the result is marked right or wrong against the sample's true class
+            expected = "right" if CLASSES[int(in_python.argmax())] == sample["label"] else "wrong"
+            right += expected == "right"
+            root = page.locator("#msresnet-classifier")
+            assert root.get_attribute("data-verdict") == expected, sample
+            verdict = page.locator(".msresnet-verdict").inner_text()
+            assert verdict.startswith(expected.capitalize() + ":") and sample["label"] in verdict
+            assert page.locator(".msresnet-verdict").get_attribute("class").split()[-1] == expected
+            button = buttons.nth(index)
+            assert button.get_attribute("data-verdict") == expected
+            mark = button.locator(".msresnet-mark")
+            assert mark.inner_text().strip() == {"right": "\u2713", "wrong": "\u2717"}[expected]
+            assert mark.get_attribute("title") == f"the model is {expected}"
+            rank = 1 + [CLASSES[i] for i in np.argsort(-in_python)].index(sample["label"])
+            if expected == "wrong":
+                ordinal = ["second", "third", "fourth", "fifth"]
+                where = (f"its {ordinal[rank - 2]} answer" if rank <= 5
+                         else "not among its first five answers")
+                assert verdict.endswith(f"the label, {sample['label']}, is {where}."), verdict
+            bold = page.locator(".msresnet-top5 tr.msresnet-true td")
+            if rank <= 5:
+                assert bold.first.inner_text() == sample["label"]
+            else:
+                assert bold.count() == 0
+        text = " ".join((REPO / "book" / "classify.md").read_text().split())
+        assert f"it classifies {right} of the {len(samples)} samples above correctly" in text
+        # a reader's own picture has no label: no verdict
+        page.locator("input[type=file]").set_input_files(str(WEB / samples[0]["file"]))
+        page.wait_for_function("() => document.querySelector('.msresnet-shown')"
+                               " && document.querySelector('.msresnet-shown').alt"
+                               ".startsWith('your picture')", timeout=30_000)
+        assert page.locator("#msresnet-classifier").get_attribute("data-verdict") is None
+        assert page.locator(".msresnet-verdict").count() == 0
         assert worst < TOLERANCE, worst
         print(f"largest probability difference page vs Python over {len(samples)} images: "
               f"{worst:.1e}")

@@ -90,7 +90,22 @@
     classes: CLASSES,
   };
 
-  function show(root, probabilities, picture, caption) {
+  // Right or wrong, for a picture whose true class is known (a test image): the model's
+  // first answer against the label, and where the label is among its answers.
+  function verdict(probabilities, label) {
+    const order = probabilities.map((p, i) => [p, i]).sort((a, b) => b[0] - a[0]);
+    const rank = order.findIndex(([, i]) => CLASSES[i] === label) + 1;
+    const top1 = CLASSES[order[0][1]];
+    if (top1 === label) {
+      return {right: true, text: `Right: the model's first answer is the label, ${label}.`};
+    }
+    const ordinal = ["", "first", "second", "third", "fourth", "fifth"];
+    const where = rank <= 5 ? `its ${ordinal[rank]} answer` : "not among its first five answers";
+    return {right: false,
+            text: `Wrong: the model's first answer is ${top1}; the label, ${label}, is ${where}.`};
+  }
+
+  function show(root, probabilities, picture, caption, label) {
     const ranked = probabilities.map((p, i) => [p, i]).sort((a, b) => b[0] - a[0]).slice(0, 5);
     const result = root.querySelector(".msresnet-result");
     result.replaceChildren();
@@ -113,13 +128,27 @@
       name.textContent = CLASSES[i];
       const value = document.createElement("td");
       value.textContent = (100 * p).toFixed(2) + " %";
+      if (CLASSES[i] === label) row.className = "msresnet-true";
       row.append(name, value);
       body.append(row);
     }
     table.append(body);
-    result.append(figure, table);
+    const answer = document.createElement("div");
+    answer.append(table);
+    if (label) {
+      const judged = verdict(probabilities, label);
+      const line = document.createElement("p");
+      line.className = `msresnet-verdict ${judged.right ? "right" : "wrong"}`;
+      line.textContent = judged.text;
+      answer.prepend(line);
+      root.dataset.verdict = judged.right ? "right" : "wrong";
+    } else {
+      delete root.dataset.verdict;  // a reader's own picture: no label to judge by
+    }
+    result.append(figure, answer);
     root.dataset.state = "classified";
     root.dataset.top1 = CLASSES[ranked[0][1]];
+    return label ? root.dataset.verdict : null;
   }
 
   async function start(root) {
@@ -150,13 +179,26 @@
       const button = document.createElement("button");
       button.type = "button";
       button.title = `a test image labelled ${sample.label}`;
+      button.dataset.label = sample.label;
       const image = document.createElement("img");
       image.src = base + sample.file;
-      image.alt = sample.label;
-      button.append(image);
+      image.alt = `a test image labelled ${sample.label}`;
+      // The true class under each thumbnail; after it is classified, a mark says
+      // whether the model's first answer was right (the mark's title says it in words).
+      const caption = document.createElement("span");
+      caption.className = "msresnet-label";
+      caption.textContent = sample.label;
+      const mark = document.createElement("span");
+      mark.className = "msresnet-mark";
+      caption.append(mark);
+      button.append(image, caption);
       button.addEventListener("click", async () => {
         const probabilities = await window.msresnetClassifier.classifyUrl(image.src);
-        show(root, probabilities, image.src, `test image, labelled ${sample.label}`);
+        const judged = show(root, probabilities, image.src, `test image, labelled ${sample.label}`,
+                            sample.label);
+        button.dataset.verdict = judged;
+        mark.textContent = judged === "right" ? " \u2713" : " \u2717";
+        mark.title = judged === "right" ? "the model is right" : "the model is wrong";
       });
       gallery.append(button);
     }
@@ -165,7 +207,7 @@
       const url = URL.createObjectURL(file);
       try {
         const probabilities = await window.msresnetClassifier.classifyUrl(url);
-        show(root, probabilities, url, `your picture: ${file.name}`);
+        show(root, probabilities, url, `your picture: ${file.name}`, null);
       } catch (error) {
         status.textContent = `${file.name}: ${error.message}`;
       }
