@@ -43,7 +43,8 @@ module), and on a module this docstring does not name. The layers, first to last
   (the profiles side by side) and ``run_config`` (a run's Config built in one
   place: profile, overrides, the data folder's rule, the device-count rule; read
   back from a run folder);
-* ``training``: ``distributed`` (rank and group size), ``checkpoints``,
+* ``training``: ``distributed`` (rank and group size), ``device`` (what the device
+  target decides: data sink, mixed precision, whose Nesterov kernel), ``checkpoints``,
   ``selection`` (``best.json``, the choice rule, the same-images rule, the chosen
   and the last readable checkpoint scored once on the test set), ``callbacks``,
   ``ema`` (the weight average kept beside training), ``factories``
@@ -94,7 +95,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "run_config", "model.lr_schedule",
     "spelling", "data.download", "data.cifar10", "data.prepare", "data.splits", "data.identity",
     "data.source",
-    "data.images", "training.distributed",
+    "data.images", "training.distributed", "training.device",
     "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",
     "storage.transfer", "storage.fsspec_backend", "storage.moxing_backend",

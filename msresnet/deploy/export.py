@@ -49,7 +49,7 @@ from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config
 from msresnet.data.download import sha256  # also imported from here by the tests
 from msresnet.training.selection import read_test
-from msresnet.model.resnet import resnet50
+from msresnet.training.factories import make_network
 from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config
 
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
@@ -74,7 +74,7 @@ def run_config(checkpoint: str | os.PathLike[str], config: str | None = None) ->
 
 def network_for(checkpoint: str | os.PathLike[str], config: Config) -> nn.Cell:
     """ResNet50 as ``config`` describes it, the checkpoint loaded strictly, in evaluation mode."""
-    net = resnet50(num_classes=config.num_classes, stem=config.stem)
+    net = make_network(config)
     load_strict(net, checkpoint)
     net.set_train(False)
     return net

@@ -79,6 +79,7 @@ def timed_run(config: Config, steps: int, batch_size: int,
     (``Model.eval``, no data sink); its first pass compiles, the second is timed.
     """
     from msresnet.training.callbacks import EpochHistory
+    from msresnet.training.device import device_policy
     from msresnet.training.factories import make_datasets, make_model, set_context
 
     images = steps * batch_size
@@ -92,7 +93,8 @@ def timed_run(config: Config, steps: int, batch_size: int,
     steps_per_epoch = train_ds.get_dataset_size()
     _, _, model, lr = make_model(short, steps_per_epoch)
     history = EpochHistory(None, lr, batch_size)
-    model.train(2, train_ds, callbacks=[history], dataset_sink_mode=short.device_target != "CPU")
+    model.train(2, train_ds, callbacks=[history],
+                dataset_sink_mode=device_policy(short.device_target).data_sink)
     first, timed = history.records[:2]
     clock = []
     for _ in range(2):

@@ -44,6 +44,9 @@ from msresnet.data.cifar10 import NUM_CLASSES
 MODES = ("graph", "pynative")
 DEFAULT_ISA = "default"
 RESULT_MARKER = "MSRESNET_BENCH_RESULT "
+NETWORK_PROFILE = "smoke"
+"""The profile whose network the step times (with the bench's stem, classes and seed):
+the one factory of the package builds it, as for training."""
 
 
 @dataclass
@@ -154,7 +157,8 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
 
     import mindspore
 
-    from msresnet.model.resnet import resnet50
+    from msresnet.run_config import build_run_config
+    from msresnet.training.factories import make_network
 
     mode_value = {"graph": mindspore.GRAPH_MODE, "pynative": mindspore.PYNATIVE_MODE}[mode]
     mindspore.set_device(settings.device_target)
@@ -167,8 +171,8 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
         # Deprecated in 2.10 in favour of jit_level O1, which on the CPU does not
         # call AKG: this flag is the one way left to measure AKG's fused kernels.
         mindspore.set_context(enable_graph_kernel=True)
-    mindspore.set_seed(settings.seed)
-    net = resnet50(num_classes=settings.num_classes, stem=settings.stem)
+    net = make_network(build_run_config(NETWORK_PROFILE, {
+        "stem": settings.stem, "num_classes": settings.num_classes, "seed": settings.seed}))
     step = make_train_step(net)
     images, labels = synthetic_batch(settings.batch_size, settings.image_size,
                                      settings.num_classes, settings.seed)

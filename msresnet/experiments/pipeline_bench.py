@@ -250,9 +250,10 @@ def _train(setting: Setting, dataset) -> tuple[float, float, float, float, float
 
     from msresnet.data.cifar10 import IMAGE_SHAPE, NUM_CLASSES
     from msresnet.experiments.bench import make_train_step, synthetic_batch
-    from msresnet.model.resnet import resnet50
+    from msresnet.run_config import build_run_config
+    from msresnet.training.factories import make_network
 
-    net = resnet50(num_classes=NUM_CLASSES, stem="imagenet")
+    net = make_network(build_run_config("smoke", {"seed": setting.seed}))  # ImageNet stem
     step = make_train_step(net)
     fixed = (synthetic_batch(setting.batch_size, IMAGE_SHAPE[0], NUM_CLASSES, setting.seed)
              if dataset is None else None)

@@ -27,6 +27,7 @@ from msresnet.model.lr_schedule import lr_for_config
 from msresnet.model.nesterov import NesterovMomentum
 from msresnet.model.resnet import param_groups, resnet50
 from msresnet.training.callbacks import TOP1, TOP5
+from msresnet.training.device import device_policy
 from msresnet.training.distributed import RankInfo
 
 
@@ -48,8 +49,9 @@ def make_metrics() -> dict[str, Metric]:
 
 
 def uses_mixed_precision(config: Config) -> bool:
-    """float16 + loss scaling on GPU/Ascend; CPU always trains in float32."""
-    return config.device_target != "CPU"
+    """float16 + loss scaling on GPU/Ascend; CPU always trains in float32
+    (:mod:`msresnet.training.device`)."""
+    return device_policy(config.device_target).mixed_precision
 
 
 def set_context(config: Config) -> None:
@@ -137,12 +139,13 @@ def make_network(config: Config) -> nn.Cell:
 def make_optimizer(config: Config, net: nn.Cell, lr: np.ndarray) -> nn.Optimizer:
     """Momentum SGD with the weight-decay groups and the per-step rates ``lr``.
 
-    ``nesterov: true`` on the CPU uses :class:`msresnet.model.nesterov.NesterovMomentum`,
-    because MindSpore 2.10's CPU kernel ignores ``nn.Momentum(use_nesterov=True)``.
+    ``nesterov: true`` uses :class:`msresnet.model.nesterov.NesterovMomentum` where the
+    device's kernel ignores ``nn.Momentum(use_nesterov=True)`` (the CPU:
+    :mod:`msresnet.training.device`).
     """
     groups = param_groups(net, config.weight_decay)
     scale = config.loss_scale if uses_mixed_precision(config) else 1.0
-    if config.nesterov and config.device_target == "CPU":
+    if config.nesterov and device_policy(config.device_target).own_nesterov:
         return NesterovMomentum(groups, learning_rate=ms.Tensor(lr), momentum=config.momentum,
                                 loss_scale=scale)
     return nn.Momentum(groups, learning_rate=ms.Tensor(lr), momentum=config.momentum,

@@ -79,6 +79,7 @@ from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, Epoch
 from msresnet.training.checkpoints import (PREFIX, list_checkpoints)
 from msresnet.training.distributed import (DUMP_VARIABLE, RankInfo, init_if_launched,
                                            rank_info)
+from msresnet.training.device import device_policy
 from msresnet.training.ema import WeightAverage
 from msresnet.training.factories import (TrainError, make_datasets, make_model,
                                          make_test_dataset, set_context, uses_mixed_precision)
@@ -345,7 +346,7 @@ def _fit(config: Config, model: Any, train_ds: ds.Dataset, eval_ds: ds.Dataset,
         log.info("nothing to do: the checkpoint is at epoch %d of %d", initial_epoch,
                  config.epoch_size)
         return
-    sink = config.device_target != "CPU"  # as the models repo; CPU has no sink mode
+    sink = device_policy(config.device_target).data_sink  # as the models repo
     model.fit(config.epoch_size, train_ds, valid_dataset=eval_ds,
               valid_frequency=validation_epochs(config.epoch_size, config.valid_frequency),
               callbacks=callbacks, dataset_sink_mode=sink, valid_dataset_sink_mode=False,
