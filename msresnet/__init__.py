@@ -80,7 +80,9 @@ module), and on a module this docstring does not name. The layers, first to last
   ``lr_range`` (the learning-rate range test), ``onednn_trace`` (which oneDNN
   convolution a framework runs, from oneDNN's verbose log: the troubleshooting
   page's diagnosis);
-* ``chapters``: ``notebook`` (the chapters' parameter pattern and metric records),
+* ``chapters``: ``helpers`` (what every chapter shares: paths as printed, output at
+  the page's width, the figures' style), ``notebook`` (the chapters' parameter
+  pattern and metric records),
   ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
   page), ``results_figures`` (its figures, drawn from the records), ``lab``
   (JupyterLab).
@@ -103,7 +105,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "jobs.ports", "jobs.worker_logs",
     "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
-    "experiments.ablation", "experiments.onednn_trace", "chapters.notebook", "chapters.reproduce",
+    "experiments.ablation", "experiments.onednn_trace", "chapters.helpers", "chapters.notebook", "chapters.reproduce",
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""

@@ -49,7 +49,8 @@ import yaml
 from msresnet.spelling import did_you_mean
 from msresnet.config_rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEED, Rule, choice,
                                    int_at_least, number, positive_int, rule_field)
-from msresnet.data.cifar10 import NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES, TRAIN_IMAGES
+from msresnet.data.cifar10 import (IMAGE_SHAPE, NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES,
+                                   TRAIN_IMAGES)
 from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
@@ -107,8 +108,8 @@ class Config:
     output_dir: str = rule_field("runs/default", NON_EMPTY,
                              "where checkpoints and logs go (relative to the working "
                              "directory)")
-    image_size: int = rule_field(224, int_at_least(32),
-                             "side of the square network input; 32 keeps CIFAR-10's size")
+    image_size: int = rule_field(224, int_at_least(IMAGE_SHAPE[0]),
+                                 "side of the square network input; 32 keeps CIFAR-10's size")
     progressive_size: int | None = rule_field(
         None, positive_int(optional=True),
         "progressive resizing: train the first progressive_epochs epochs at this "

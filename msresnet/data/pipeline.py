@@ -47,6 +47,8 @@ from msresnet.data.images import NATIVE_SIZE
 from msresnet.data.mindrecord import SPLIT_FILES, check_file, mindrecord_path
 from msresnet.data.source import check_folder  # the one check with its advice
 
+CROP_PADDING = 4
+"""Pixels of zeros around each training image before its random 32x32 crop."""
 USAGES = ("train", "test")
 SOURCES = ("binary", "mindrecord", "numpy")
 """The three ways to feed the same images (chapter 9): ``Cifar10Dataset`` on the
@@ -122,7 +124,8 @@ def image_transforms(training: bool, image_size: int = NATIVE_SIZE) -> list:
     """The per-image operations, in order (exposed so chapter 1 can show them)."""
     ops: list = []
     if training:
-        ops += [vision.RandomCrop(NATIVE_SIZE, padding=4), vision.RandomHorizontalFlip(prob=0.5)]
+        ops += [vision.RandomCrop(NATIVE_SIZE, padding=CROP_PADDING),
+                vision.RandomHorizontalFlip(prob=0.5)]
     if image_size != NATIVE_SIZE:
         ops.append(vision.Resize((image_size, image_size)))
     ops += [

@@ -42,7 +42,8 @@ from mindspore.train import Callback
 from msresnet.atomic import atomic_path, write_json
 from msresnet.training.callbacks import loss_value
 from msresnet.training.distributed import rank_info
-from msresnet.data.pipeline import CIFAR10_MEAN, CIFAR10_STD
+from msresnet.data.cifar10 import IMAGE_SHAPE, NUM_CLASSES
+from msresnet.data.pipeline import CIFAR10_MEAN, CIFAR10_STD, CROP_PADDING
 
 log = logging.getLogger("msresnet.training.train")
 
@@ -51,8 +52,8 @@ DATA_FILE = "rank{rank}_data.npz"
 PARAMS_FILE = "rank{rank}_final.ckpt"
 SUMMARY_FILE = "rank{rank}.json"
 
-PAD = 4  # RandomCrop(32, padding=4) in msresnet.data.pipeline
-SIZE = 32
+PAD = CROP_PADDING  # the training pipeline's RandomCrop padding
+SIZE = IMAGE_SHAPE[0]
 
 
 # --------------------------------------------------------------------------- recording
@@ -157,7 +158,7 @@ class RankDump(StepRecorder):
         labels_seen = np.concatenate(labels) if labels else np.zeros(0, np.int32)
         record = {"epoch": self._epoch, "steps": steps, "images": int(labels_seen.size),
                   "seconds": round(self._last_step - self._epoch_start, 3),
-                  "label_counts": np.bincount(labels_seen, minlength=10).tolist(),
+                  "label_counts": np.bincount(labels_seen, minlength=NUM_CLASSES).tolist(),
                   "label_fingerprint": label_fingerprint(labels_seen)}
         self.epochs.append(record)
         log.info("rank %d of %d, epoch %d: %d steps, %d images, label counts %s, "
