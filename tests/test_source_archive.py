@@ -223,8 +223,10 @@ def commands(book, base_url: str) -> list[str]:
 
 # --------------------------------------------------------------------------- the tests
 
-@pytest.mark.parametrize("stem", ["book/intro", "book/setup"])
+@pytest.mark.parametrize("stem", ["book/intro", "book/setup", "book/gpu-ascend"])
 def test_the_page_links_the_archive(book, base_url: str, built_html: Path, stem: str) -> None:
+    """The link, its size and commit; and every command block that fetches the archive
+    shows its address (``ARCHIVE_URL`` filled in by _static/source-archive.js)."""
     context, links, _ = book
     page = context.new_page()
     try:
@@ -232,8 +234,15 @@ def test_the_page_links_the_archive(book, base_url: str, built_html: Path, stem:
         link = page.locator("article a.source-archive").first
         href, text = link.evaluate("a => a.href"), link.inner_text()
         after = link.evaluate("a => a.nextSibling.textContent")
+        blocks = page.eval_on_selector_all("article pre", "pres => pres.map(p => p.innerText)")
     finally:
         page.close()
+    fetching = [b for b in blocks if "curl -LO" in b]
+    assert all(f"curl -LO {base_url}_downloads/{ARCHIVE}" in b for b in fetching), fetching
+    assert not any("ARCHIVE_URL" in b for b in blocks)
+    source = (REPO / f"{stem}.md").read_text()
+    assert len(fetching) == source.count("curl -LO ARCHIVE_URL")
+    assert fetching or stem == "book/intro", "no command block fetches the archive"
     assert href == f"{base_url}_downloads/{ARCHIVE}" and text == ARCHIVE
     assert links.problem(href) is None
     size = (built_html / "_downloads" / ARCHIVE).stat().st_size
