@@ -147,3 +147,24 @@ def copy_file(source: str | os.PathLike[str], target: str | os.PathLike[str]) ->
     with atomic_path(target) as partial:
         shutil.copyfile(source, partial)
     return Path(target)
+
+
+@contextmanager
+def output_folder(folder: str | os.PathLike[str], create: bool = True) -> Iterator[Path]:
+    """Create ``folder`` (unless ``create`` is False: a worker that writes nothing)
+    for the work inside the block. Work that fails removes the folders this created
+    while they are still empty, so a failed start leaves no empty folder behind; a
+    folder that existed before, or that holds something already, is kept."""
+    folder = Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists()] if create else []
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    except BaseException:
+        for made in created:  # the deepest first
+            try:
+                made.rmdir()  # refuses a folder that is not empty
+            except OSError:
+                break
+        raise

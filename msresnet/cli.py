@@ -119,6 +119,44 @@ class ArgumentParser(argparse.ArgumentParser):
         return spelled + equals + value if spelled in self._option_string_actions else token
 
 
+def _integer(text: str, minimum: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 1 (a batch, a count of steps)."""
+    return _integer(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 0 (warm-up steps, a seed)."""
+    return _integer(text, 0, "an integer >= 0")
+
+
+def positive_number(text: str) -> float:
+    """An argparse ``type``: a finite number above 0 (seconds, a rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
+    return value
+
+
+def count_or_null(text: str) -> int | None:
+    """An argparse ``type``: a positive integer, or null/none (all of them)."""
+    if text.strip().lower() in ("null", "none", "~"):
+        return None
+    return _integer(text, 1, "a positive integer or null")
+
+
 COMMANDS: dict[str, tuple[str, str]] = {
     # verb: (module with main(argv), one line for ``msresnet --help``), in the book's order
     "prepare": ("msresnet.data.prepare", "download or copy CIFAR-10, check it, make the ready folder"),

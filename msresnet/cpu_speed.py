@@ -23,6 +23,12 @@ from collections.abc import MutableMapping
 from pathlib import Path
 
 ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+ISA_VALUES = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+              "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
+              "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16",
+              "AVX10_2_512", "AVX10_2_512_AMX_2", "ALL")
+"""The values oneDNN (3.x) takes for :data:`ISA_VARIABLE` (its documentation's list of
+``ONEDNN_MAX_CPU_ISA`` values); anything else it ignores, silently."""
 FAST_ISA = "AVX2"
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from msresnet.config import FIELDS, Config, load_config
 from msresnet.data.source import choose_data_dir, resolve_data_dir
 from msresnet.model.lr_schedule import scaled_lr_max
+from msresnet.paths import REPO_ROOT, in_repo
 
 CONFIG_FILE = "config.yaml"
 """The Config a run trained with, in its output folder."""
@@ -50,10 +51,27 @@ def build_run_config(profile_or_path: str | os.PathLike[str] = "smoke",
     return for_devices(config, devices) if devices is not None else config
 
 
+def recording(config: Config) -> str:
+    """``config.yaml``'s text for a run of ``config``: its data folder relative to the
+    repository root when it lies inside it (as the profiles write it), absolute
+    otherwise, so a checkout copied or moved elsewhere still finds its runs' data."""
+    inside = Path(config.data_dir).is_relative_to(REPO_ROOT)
+    written = in_repo(config.data_dir) if inside else config.data_dir
+    return dataclasses.replace(config, data_dir=written).to_yaml()
+
+
+def _from_repository(data_dir: Any, given: bool) -> Any:
+    """A recorded data folder, absolute: a relative one is relative to the repository."""
+    if isinstance(data_dir, str) and data_dir.strip() and not os.path.isabs(data_dir):
+        return str(REPO_ROOT / data_dir)
+    return data_dir
+
+
 def recorded_config(run_dir: str | os.PathLike[str]) -> Config | None:
-    """The configuration a run recorded in its ``config.yaml``, or None when it has none."""
+    """The configuration a run recorded in its ``config.yaml`` (its data folder
+    absolute, :func:`recording`), or None when it has none."""
     path = Path(run_dir) / CONFIG_FILE
-    return load_config(path) if path.is_file() else None
+    return load_config(path, data_dir_rule=_from_repository) if path.is_file() else None
 
 
 def for_devices(config: Config, devices: int) -> Config:

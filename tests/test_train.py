@@ -224,6 +224,8 @@ def test_the_run_records_its_data_folder_and_validation_images(runs):
     recorded = recorded_config(folder)
     assert recorded is not None and os.path.isabs(recorded.data_dir)
     assert Path(recorded.data_dir) == REPO_ROOT / "data"
+    # written relative to the repository (issue 38): a moved checkout still finds it
+    assert "\ndata_dir: data\n" in (folder / "config.yaml").read_text()
     best = json.loads((folder / "best.json").read_text())
     assert best["evaluated_on"]["images"] == SMALL["eval_samples"]
     assert best["evaluated_on"]["folder"] == str(REPO_ROOT / "data" / "cifar-10-batches-bin")
@@ -503,3 +505,26 @@ def test_chapter_5_and_the_command_leave_the_same_best(runs, tmp_path):
     source = (REPO_ROOT / "notebooks" / "05_checkpoint_sweep.ipynb").read_text()
     assert "run_sweep(" in source
     assert not any(name in source for name in ("promote_best", "settle_best", "final_test"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ready", [False, True])
+def test_a_job_validates_the_data_once(ready, tmp_path, monkeypatch):
+    """Issue 37: msresnet job prepared the data (validated), then training validated
+    it again. Now the preparation's validation stands, unless the folder was already
+    prepared (its marker vouches only for the files' sizes): then training's."""
+    from msresnet.data.cifar10 import validate
+    from msresnet.jobs import job
+
+    cache = tmp_path / "cache"
+    args = job.parse_arguments(["--data_url", SMALL["data_dir"], "--train_url",
+                                str(tmp_path / "out"), "--cache_dir", str(cache),
+                                "--config", "smoke", "--no-progress",
+                                *[f"--{k}={v}" for k, v in SMALL.items() if k != "data_dir"]])
+    if ready:  # an earlier job on this node prepared the folder
+        from msresnet.data.prepare import prepare_dataset
+        prepare_dataset(SMALL["data_dir"], root=cache / "data", progress=False)
+    calls = count_calls(monkeypatch, validate)
+    summary = job.run(args)
+    assert summary["epochs"] == SMALL["epoch_size"]
+    assert len(calls) == 1

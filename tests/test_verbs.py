@@ -69,3 +69,44 @@ def test_main_is_a_thin_adapter_over_a_library_function(verb):
                and "pars" not in name and inspect.isfunction(getattr(loaded, name, None))
                and getattr(loaded, name).__module__.startswith("msresnet")}
     assert library, f"{module}.main calls no public function of the package: {sorted(called)}"
+
+
+BAD_VALUES = {
+    "prepare": ["--md5", "xyz"],
+    "train": ["smoke", "--batch_size", "0"],
+    "sweep": ["runs/x", "--eval_samples", "many"],
+    "export": ["x.ckpt", "--output_dir", "x", "--batch_size", "0"],
+    "predict": ["m.onnx", "a.png", "--top", "0"],
+    "doctor": ["--profile", "cpu", "--steps", "0"],
+    "launch": ["--workers", "0"],
+    "job": ["--data_url", "d", "--train_url", "t", "--threads", "-1"],
+    "sync": ["a", "b", "--world", "0"],
+    "reproduce": ["--profile", "cpux", "--output_dir", "x"],
+    "results-page": [],
+    "lab": ["--port", "eighty"],
+    "convert-mindrecord": ["data"],
+    "bench": ["--isa", "BOGUS"],
+    "pipeline-bench": ["--repeat", "0"],
+    "ablation": ["run", "no-such-row"],
+    "lr-range": ["--steps", "0"],
+    "local-s3": ["--port", "1"],
+}
+"""One wrong command line per verb (issue 38: some exited 0 or 3 on bad input)."""
+
+
+def test_every_verb_is_walked_with_a_bad_value():
+    assert set(BAD_VALUES) == set(cli.COMMANDS)
+
+
+@pytest.mark.parametrize("verb", sorted(BAD_VALUES))
+def test_a_bad_value_is_one_line_and_exit_2_before_any_work(verb, capsys, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written: the folder stays empty
+    try:
+        code = cli.main([verb, *BAD_VALUES[verb]])
+    except SystemExit as exited:  # argparse's own usage errors
+        code = exited.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert err and err[-1].startswith(f"msresnet {verb}: error: "), err
+    assert list(tmp_path.iterdir()) == []

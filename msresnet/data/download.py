@@ -129,9 +129,11 @@ def download(url: str, dest: str | os.PathLike[str], *, md5: str | None = None,
             after = part.stat().st_size if part.exists() else 0
             failures = 0 if after > before else failures + 1
             if failures > retries:
+                kept = (f"the partial file {part} is kept; run again to resume"
+                        if part.is_file() else "nothing was downloaded")
                 raise DownloadError(
                     f"{url}: giving up after {retries + 1} attempts without progress: {err}"
-                    f" (the partial file {part} is kept; run again to resume)") from err
+                    f" ({kept})") from err
             sleep(backoff * 2 ** max(failures - 1, 0))
 
     if md5 is not None:

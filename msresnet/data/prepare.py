@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -56,6 +57,7 @@ from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, LOCAL_MIRROR_MD5
 log = logging.getLogger(__name__)
 
 MARKER_NAME = ".prepared.json"
+ALREADY_PREPARED = "already prepared"  # the action of a ready folder's fast path
 # The official members are 30.7 MB; anything far bigger is not CIFAR-10 (or is a zip bomb).
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
 _PARTIAL_PREFIX = f".{FOLDER_NAME}.partial-"
@@ -163,6 +165,12 @@ class Prepared:
     seconds: float = 0.0
 
     @property
+    def validated(self) -> bool:
+        """This call read and validated every file (all but a ready folder, whose
+        marker only vouches for the files' sizes)."""
+        return self.action != ALREADY_PREPARED
+
+    @property
     def train_records(self) -> int:
         return split_counts(self.records)[0]
 
@@ -209,7 +217,7 @@ def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
 
     ready = _ready_marker(dest)
     if ready is not None:  # the fast path, without taking the lock
-        return done("already prepared", _recorded(ready), ready["records"],
+        return done(ALREADY_PREPARED, _recorded(ready), ready["records"],
                     ready.get("source", source_text))
 
     created_root = not root.exists()
@@ -230,7 +238,7 @@ def _prepare_locked(source_text: str, root: Path, dest: Path, md5: str | None, p
         _remove_partials(root)
         ready = _ready_marker(dest)
         if ready is not None:  # another process finished while we waited
-            return done("already prepared", _recorded(ready), ready["records"],
+            return done(ALREADY_PREPARED, _recorded(ready), ready["records"],
                         ready.get("source", source_text))
         if dest.exists():
             records = _validate_existing(dest)
@@ -250,10 +258,12 @@ def _prepare_locked(source_text: str, root: Path, dest: Path, md5: str | None, p
             path = Path(source_text).expanduser()
             if path.is_dir():
                 folder = path / FOLDER_NAME if (path / FOLDER_NAME).is_dir() else path
-                validate(folder)  # first, so an error names the user's folder, not our copy
+                # validated where it is, so an error names the reader's folder, not our
+                # copy; the copy holds the same bytes and is not read again
+                found = validate(folder)
                 copied = "none (copied from a folder)"
                 records = _install(dest, lambda tmp: _copy_folder(folder, tmp),
-                                   source=str(folder), checksum=copied, md5=None)
+                                   source=str(folder), checksum=copied, md5=None, records=found)
                 return done("copied from folder", copied, records, str(folder))
             if not path.is_file():
                 raise DatasetError(f"source not found: {source_text} (expected an http(s) URL,"
@@ -309,8 +319,9 @@ def _check_local(path: Path, md5: str | None) -> tuple[str, str]:
 
 
 def _install(dest: Path, fill: Callable[[Path], object], *, source: str, checksum: str,
-             md5: str | None) -> dict[str, int]:
-    """Fill a temporary folder beside ``dest``, validate it, then rename it into place.
+             md5: str | None, records: dict[str, int] | None = None) -> dict[str, int]:
+    """Fill a temporary folder beside ``dest``, validate it (unless ``records`` says
+    what a validation of the very files being copied found), then rename it into place.
 
     ``os.rename`` of a folder is atomic on one file system, so ``dest`` either
     does not exist or is complete; a failure removes the temporary folder, and
@@ -321,7 +332,7 @@ def _install(dest: Path, fill: Callable[[Path], object], *, source: str, checksu
     tmp.mkdir()
     try:
         fill(tmp)
-        records = validate(tmp)
+        records = records if records is not None else validate(tmp)
         _write_marker(tmp, source=source, checksum=checksum, md5=md5, records=records)
         os.rename(tmp, dest)
     except BaseException:
@@ -331,7 +342,7 @@ def _install(dest: Path, fill: Callable[[Path], object], *, source: str, checksu
 
 
 def _copy_folder(folder: Path, tmp: Path) -> None:
-    """Copy the known CIFAR-10 files of an extracted folder (validated afterwards)."""
+    """Copy the known CIFAR-10 files of an extracted folder (validated before)."""
     for name in (*REQUIRED_FILES, *OPTIONAL_FILES):
         if (folder / name).is_file():
             shutil.copyfile(folder / name, tmp / name)
@@ -442,6 +453,13 @@ def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str |
             f"--source auto: no local mirror at {LOCAL_MIRROR}; using the official archive")
 
 
+def _md5(text: str) -> str:
+    """``--md5``'s value: 32 hexadecimal digits, checked before anything is fetched."""
+    if re.fullmatch(r"[0-9a-fA-F]{32}", text) is None:
+        raise argparse.ArgumentTypeError(f"must be an MD5 checksum (32 hex digits), got {text!r}")
+    return text.lower()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog=PROG,
@@ -452,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
                              f" official; default: {OFFICIAL_URL}; mindspore = {MINDSPORE_MIRROR_URL})")
     parser.add_argument("--root", default=str(DATA_ROOT),
                         help="folder that will contain cifar-10-batches-bin (default: %(default)s)")
-    parser.add_argument("--md5", default=None,
+    parser.add_argument("--md5", type=_md5, default=None,
                         help="expected MD5 of the archive (default: the official MD5 for the official and"
                              " MindSpore URLs, the mirror's own for auto; for other sources it is"
                              " computed and reported, not checked)")
@@ -462,15 +480,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """``msresnet prepare``; errors become one line in :func:`msresnet.cli.run`."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     source, md5, note = resolve_source(args.source, args.md5)
-    if note:
-        print(note)
+    if args.md5 and Path(source).expanduser().is_dir():
+        parser.error(f"--md5 checks an archive; --source {args.source} is a folder "
+                     "(its files are validated instead)")
     try:
         report = prepare_dataset(source, args.root, md5, progress=not args.quiet)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing half-done is left in {args.root}"
               " (a partial download is kept: run again to resume)", file=sys.stderr)
         return 130
+    if note and report.action != ALREADY_PREPARED:  # what auto chose, when it was used
+        print(note)
     print(report.summary())
     return 0

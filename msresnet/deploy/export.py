@@ -43,8 +43,8 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from msresnet.cli import ArgumentParser
-from msresnet.atomic import write_json
+from msresnet.cli import ArgumentParser, positive_int
+from msresnet.atomic import output_folder, write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config
 from msresnet.data.download import sha256  # also imported from here by the tests
@@ -63,6 +63,8 @@ class ExportError(ValueError):
 
 def run_config(checkpoint: str | os.PathLike[str], config: str | None = None) -> Config:
     """The configuration of the run that wrote ``checkpoint`` (its folder's config.yaml)."""
+    if not Path(checkpoint).is_file():
+        raise ExportError(f"{checkpoint}: no such checkpoint")
     if config is not None:
         return build_run_config(config)
     recorded = recorded_config(Path(checkpoint).parent)
@@ -370,14 +372,15 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--output_dir", required=True, help="folder to write into")
     parser.add_argument("--config", default=None, help="profile or YAML instead of the run's "
                                                        "config.yaml")
-    parser.add_argument("--batch_size", type=int, default=1, help="batch size the graphs are "
+    parser.add_argument("--batch_size", type=positive_int, default=1, help="batch size the graphs are "
                                                              "exported for")
     parser.add_argument("--browser", action="store_true",
                         help="write model.int8.onnx (symbolic batch, INT8) and model.json")
     parser.add_argument("--data_dir", default=None,
                         help="folder holding cifar-10-batches-bin, for INT8 calibration "
                              "(default: the run's)")
-    parser.add_argument("--calibration_images", type=int, default=512)
+    parser.add_argument("--calibration_images", type=positive_int, default=512,
+                        help="training images that calibrate the INT8 model (default 512)")
     return parser
 
 
@@ -388,15 +391,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    run_config(args.checkpoint, args.config)  # a missing file or config: before any folder
     if not args.browser:
-        for path in export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,
-                                      args.config):
-            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+        with output_folder(args.output_dir):  # a failed export leaves no empty folder
+            written = export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,
+                                        args.config)
+        print(*(f"wrote {path} ({path.stat().st_size:,} bytes)" for path in written), sep="\n")
         return 0
-    record = export_for_browser(args.checkpoint, args.output_dir, data_dir=args.data_dir,
-                                calibration_images=args.calibration_images,
-                                config=args.config, command=shlex.join(["msresnet", "export",
-                                                                        *argv]))
+    with output_folder(args.output_dir):
+        record = export_for_browser(args.checkpoint, args.output_dir, data_dir=args.data_dir,
+                                    calibration_images=args.calibration_images,
+                                    config=args.config,
+                                    command=shlex.join(["msresnet", "export", *argv]))
     print(f"wrote {Path(args.output_dir) / record['model']} ({record['bytes']:,} bytes) and "
           f"{Path(args.output_dir) / 'model.json'}")
     return 0

@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from msresnet.cli import ArgumentParser
+from msresnet.cli import (ArgumentParser, non_negative_int, positive_int,
+                          positive_number)
 from msresnet.atomic import write_json
-from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
+from msresnet.cpu_speed import ISA_VALUES, ISA_VARIABLE, cpu_model
 from msresnet.data.cifar10 import NUM_CLASSES
 
 MODES = ("graph", "pynative")
@@ -282,19 +283,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="msresnet bench",
         description="Time a ResNet50 training step per execution mode and ONEDNN_MAX_CPU_ISA "
                     "value, each in a fresh process.")
-    parser.add_argument("--batch_size", type=int, default=32, help="images per step (default 32)")
-    parser.add_argument("--image_size", type=int, default=32, help="input height and width (default 32)")
+    parser.add_argument("--batch_size", type=positive_int, default=32, help="images per step (default 32)")
+    parser.add_argument("--image_size", type=positive_int, default=32, help="input height and width (default 32)")
     parser.add_argument("--stem", default="imagenet", help="imagenet or cifar (default imagenet)")
-    parser.add_argument("--num_classes", type=int, default=NUM_CLASSES)
-    parser.add_argument("--steps", type=int, default=5, help="timed steps (default 5)")
-    parser.add_argument("--warmup", type=int, default=2,
+    parser.add_argument("--num_classes", type=positive_int, default=NUM_CLASSES)
+    parser.add_argument("--steps", type=positive_int, default=5, help="timed steps (default 5)")
+    parser.add_argument("--warmup", type=non_negative_int, default=2,
                         help="untimed steps first; graph mode compiles in the first (default 2)")
     parser.add_argument("--modes", default="graph,pynative", help="comma-separated: graph,pynative")
     parser.add_argument("--isa", default=f"AVX2,{DEFAULT_ISA}",
                         help=f"comma-separated {ISA_VARIABLE} values; '{DEFAULT_ISA}' removes the "
                              "variable, ALL means no cap (default AVX2,default)")
     parser.add_argument("--device_target", default="CPU")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="CPU kernel threads (mindspore.device_context.cpu.op_tuning."
                              "threads_num); default: MindSpore's own choice")
     parser.add_argument("--jit_level", default=None, choices=("O0", "O1", "O2"),
@@ -303,8 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--graph_kernel", action="store_true",
                         help="AKG graph-kernel fusion (set_context(enable_graph_kernel=True); "
                              "needs the `decorator` package, not a dependency of the book)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per combination")
+    parser.add_argument("--seed", type=non_negative_int, default=1)
+    parser.add_argument("--timeout", type=positive_number, default=1800, help="seconds per combination")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -322,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not modes:
         raise SystemExit(f"--modes: expected a comma-separated subset of {','.join(MODES)}; "
                          f"got {args.modes!r}")
-    if not isas:
-        raise SystemExit(f"--isa: expected at least one value; got {args.isa!r}")
+    unknown = [isa for isa in isas if isa != DEFAULT_ISA and isa.upper() not in ISA_VALUES]
+    if unknown or not isas:
+        raise SystemExit(f"--isa: expected {DEFAULT_ISA} or oneDNN's values "
+                         f"({', '.join(ISA_VALUES)}); got {args.isa!r}")
     if args.worker:
         result = run_worker(settings, modes[0], isas[0])
         print(RESULT_MARKER + json.dumps(asdict(result)), flush=True)

@@ -36,7 +36,7 @@ import mindspore.dataset as ds
 import numpy as np
 from mindspore.train import Callback, Model
 
-from msresnet.cli import ArgumentParser
+from msresnet.cli import ArgumentParser, positive_int, positive_number
 from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
 from msresnet.config import Config, parse_overrides
@@ -155,10 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Learning-rate range test on a profile's training step "
                     "(config overrides as --KEY VALUE after the options).")
     parser.add_argument("profile", nargs="?", default="cpu", help="profile or YAML (default cpu)")
-    parser.add_argument("--lr_min", type=float, default=1e-3)
-    parser.add_argument("--lr_max", type=float, default=10.0)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--diverge", type=float, default=4.0,
+    parser.add_argument("--lr_min", type=positive_number, default=1e-3)
+    parser.add_argument("--lr_max", type=positive_number, default=10.0)
+    parser.add_argument("--steps", type=positive_int, default=200)
+    parser.add_argument("--diverge", type=positive_number, default=4.0,
                         help="stop once the smoothed loss is this many times its minimum")
     parser.add_argument("--json", default=None, help="write the result here")
     args, rest = parser.parse_known_args(argv)

@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from msresnet.cli import ArgumentParser
+from msresnet.cli import ArgumentParser, positive_int
 from msresnet.cpu_speed import cpu_model
 
 RESULT_MARKER = "MSRESNET_PIPELINE_RESULT "
@@ -440,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data_dir", default="data/cifar-10-batches-bin")
     parser.add_argument("--mindrecord_dir", default=None,
                         help="folder of cifar10_train.mindrecord (default: DATA_DIR/../mindrecord)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each setting (median kept)")
+    parser.add_argument("--repeat", type=positive_int, default=1, help="runs of each setting (median kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser

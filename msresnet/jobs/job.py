@@ -60,7 +60,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the folder that
     sys.path[0] = str(Path(__file__).resolve().parents[2])  # holds msresnet/, not jobs/
 
-from msresnet.cli import ArgumentParser, is_ours
+from msresnet.cli import ArgumentParser, is_ours, positive_int, positive_number
 from msresnet.storage import staging
 from msresnet.storage.settings import missing_credentials
 from msresnet.storage.sync import sync_data
@@ -107,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="profile name (smoke, cpu, gpu, ascend) or YAML path")
     parser.add_argument("--cache_dir", type=Path, default=None,
                         help="local staging folder (default /cache if writable)")
-    parser.add_argument("--threads", type=int, default=8, help="parallel transfers")
-    parser.add_argument("--sync_timeout", type=float, default=3600.0,
+    parser.add_argument("--threads", type=positive_int, default=8, help="parallel transfers")
+    parser.add_argument("--sync_timeout", type=positive_number, default=3600.0,
                         help="seconds the other processes of a node wait for the copy")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bars (default: when stderr is a terminal)")
@@ -337,7 +337,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     _log_plan(args, plan, config.profile)
     staged = stage_data(args, plan)
 
-    # 2. prepare (extract; safe to call from every process)
+    # 2. prepare (extract and validate; safe to call from every process)
     source = find_dataset_source(staged)
     folder = prepare_dataset(source, root=plan.data_dir,
                              md5=config.data_md5 if source.is_file() else None,
@@ -345,7 +345,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     log.info("dataset ready: %s (%s)", folder.folder, folder.action)
 
     # 3. train
-    result = train_and_evaluate(config, progress=args.progress)
+    result = train_and_evaluate(config, progress=args.progress, data_validated=folder.validated)
     best = result.best or {}
     summary: dict[str, Any] = {
         "train_url": args.train_url, "epochs": result.epochs, "steps": result.steps,

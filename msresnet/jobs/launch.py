@@ -56,7 +56,8 @@ from typing import Any, TextIO
 import psutil
 
 from msresnet.atomic import write_text
-from msresnet.cli import ArgumentParser, DEBUG_VARIABLE
+from msresnet.cli import (DEBUG_VARIABLE, ArgumentParser, non_negative_int, positive_int,
+                          positive_number)
 from msresnet.config import Config, Overrides, parse_overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
 from msresnet.jobs.worker_logs import describe_exit, log_tail
@@ -441,20 +442,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="msresnet launch",
         description="Train data-parallel with msrun. Other --KEY VALUE options are Config "
                     "fields passed to the training (e.g. --epoch_size 2 --batch_size 32).")
-    parser.add_argument("--workers", type=int, required=True,
+    parser.add_argument("--workers", type=positive_int, required=True,
                         help="worker processes in total (one per device)")
     parser.add_argument("--profile", default="smoke", help="smoke, cpu, gpu, ascend or a YAML path")
     parser.add_argument("--output_dir", help="where the run writes (default: the profile's)")
     parser.add_argument("--master_port", type=int, help="scheduler port (default: a free one)")
     parser.add_argument("--master_addr", default="127.0.0.1",
                         help="scheduler address (the first node's IP for several nodes)")
-    parser.add_argument("--local_workers", type=int,
+    parser.add_argument("--local_workers", type=positive_int,
                         help="workers on this node (default: all; fewer for several nodes)")
-    parser.add_argument("--node_rank", type=int, help="this node's index, 0 on the master")
+    parser.add_argument("--node_rank", type=non_negative_int, help="this node's index, 0 on the master")
     parser.add_argument("--log_dir", help="where every process's log goes (default: OUTPUT/logs)")
-    parser.add_argument("--cluster_time_out", type=int, default=DEFAULT_CLUSTER_TIME_OUT,
+    parser.add_argument("--cluster_time_out", type=positive_int, default=DEFAULT_CLUSTER_TIME_OUT,
                         help="seconds for all workers to register with the scheduler")
-    parser.add_argument("--timeout", type=float, help="stop the job after this many seconds")
+    parser.add_argument("--timeout", type=positive_number, help="stop the job after this many seconds")
     parser.add_argument("--rank_dump", action="store_true",
                         help=f"each rank writes its data, losses and weights to OUTPUT/"
                              f"{RANK_DUMP_FOLDER} ({DUMP_VARIABLE})")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from msresnet.atomic import write_json
-from msresnet.cli import ArgumentParser, USAGE_ERROR
+from msresnet.cli import USAGE_ERROR, ArgumentParser, positive_int, positive_number
 from msresnet.storage.staging import (CopyResult, StagingError, copy, copy_parallel, is_directory,
                                       parse_url)
 
@@ -311,10 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="msresnet sync", description=main.__doc__)
     parser.add_argument("src")
     parser.add_argument("dst")
-    parser.add_argument("--world", type=int, default=None,
+    parser.add_argument("--world", type=positive_int, default=None,
                         help="processes per node (default: LOCAL_WORLD_SIZE / RANK_SIZE)")
     parser.add_argument("--job", default=None, help="job id (default: JOB_ID or parent pid)")
-    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--timeout", type=positive_number, default=3600.0)
     parser.add_argument("--lock_dir", default=None)
     args = parser.parse_args(argv)
     try:

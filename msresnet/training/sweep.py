@@ -35,7 +35,7 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Model
 
-from msresnet.cli import ArgumentParser
+from msresnet.cli import ArgumentParser, count_or_null, positive_int
 from msresnet.atomic import write_csv, write_json
 from msresnet.data.cifar10 import FOLDER_NAME, NUM_CLASSES, dataset_folder
 from msresnet.model.losses import SparseCrossEntropy
@@ -456,12 +456,13 @@ def _parser() -> Any:
                         help="folder containing cifar-10-batches-bin (default: the run's own, "
                              "from its config.yaml); another folder's tables are written "
                              "beside the run's own, as sweep-<name>.csv and .json")
-    parser.add_argument("--eval_samples", default="null",
+    parser.add_argument("--eval_samples", type=count_or_null, default=None,
                         help="first N images per checkpoint; null: all of the split")
     parser.add_argument("--split", choices=("valid", "test"), default=None,
                         help="choose on the run's held-out validation images or on the test "
                              "set (default: what the run validated on)")
-    parser.add_argument("--batch_size", type=int, default=None, help="evaluation batch size")
+    parser.add_argument("--batch_size", type=positive_int, default=None,
+                        help="evaluation batch size")
     parser.add_argument("--no_promote", action="store_true",
                         help="do not write best.ckpt/best.json")
     parser.add_argument("--replace_best", action="store_true",
@@ -480,8 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(levelname)s %(name)s: %(message)s")
-    samples = None if args.eval_samples.lower() in ("null", "none") else int(args.eval_samples)
-    outcome = run_sweep(args.run_dir, args.data_dir, samples, args.batch_size, args.split,
+    outcome = run_sweep(args.run_dir, args.data_dir, args.eval_samples, args.batch_size, args.split,
                         promote=not args.no_promote, replace_best=args.replace_best)
     print(format_table(outcome.result.rows()))
     if outcome.test is not None:

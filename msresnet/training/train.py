@@ -69,11 +69,11 @@ from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.cli import ArgumentParser
-from msresnet.atomic import write_json, write_text
+from msresnet.atomic import output_folder, write_json, write_text
 from msresnet.config import Config, ConfigError, parse_overrides
 from msresnet.data.source import DataSource, open_data_source
 from msresnet.run_config import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
-                                 recorded_config)
+                                 recorded_config, recording)
 from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
                                          StopAfterEpoch, read_history)
 from msresnet.training.checkpoints import (PREFIX, list_checkpoints)
@@ -188,7 +188,8 @@ class _Position:
 
 
 def _config_and_data(config: Config | str | os.PathLike[str],
-                     overrides: Mapping[str, Any] | None) -> tuple[Config, DataSource]:
+                     overrides: Mapping[str, Any] | None,
+                     validated: bool = False) -> tuple[Config, DataSource]:
     """The run's Config and its data, opened once (validated, split, identified).
 
     A :class:`Config` is taken as built (its ``data_dir`` chosen by whoever built it,
@@ -200,7 +201,7 @@ def _config_and_data(config: Config | str | os.PathLike[str],
         config = build_run_config(config, overrides)
     elif overrides:
         config = dataclasses.replace(config, **dict(overrides))  # the new values checked
-    source = open_data_source(config)
+    source = open_data_source(config, validated=validated)
     return dataclasses.replace(config, data_dir=str(source.data_dir)), source
 
 
@@ -216,25 +217,6 @@ def _start_runtime(config: Config) -> RankInfo:
     # shuffles and augmentations, so it sees exactly the images a straight run sees.
     ds.config.set_fast_recovery(False)
     return rank
-
-
-@contextlib.contextmanager
-def _output_folder(output_dir: Path, create: bool) -> Iterator[None]:
-    """Create the output folder (``create``: rank 0). A run that fails removes the
-    folders this created while they are still empty, so a failed start leaves no empty
-    folder behind; a folder that existed before, or holds this run's log, is kept."""
-    created = [p for p in (output_dir, *output_dir.parents) if not p.exists()] if create else []
-    if create:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        yield
-    except BaseException:
-        for folder in created:  # the deepest first
-            try:
-                folder.rmdir()  # refuses a folder that is not empty
-            except OSError:
-                break
-        raise
 
 
 @contextlib.contextmanager
@@ -298,7 +280,7 @@ def _record_start(run: _Run, at: _Position) -> None:
     """
     config = run.config
     if run.rank.is_main:
-        write_text(run.output_dir / CONFIG_FILE, f"# {run.lr_rule}\n" + config.to_yaml())
+        write_text(run.output_dir / CONFIG_FILE, f"# {run.lr_rule}\n" + recording(config))
     log.info("profile %s on %s (%s mode, %s), %d steps/epoch x %d epochs, rank %d of %d",
              config.profile, config.device_target, config.mode,
              "mixed precision " + config.amp_level if uses_mixed_precision(config) else "float32",
@@ -376,7 +358,7 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
                        overrides: Mapping[str, Any] | None = None, *,
                        stop_after_epoch: int | None = None,
                        extra_callbacks: Sequence[Callback] = (), progress: bool = True,
-                       progress_file: Any = None) -> TrainResult:
+                       progress_file: Any = None, data_validated: bool = False) -> TrainResult:
     """Train (and validate) the configured profile; see the module docstring.
 
     ``config``: a :class:`~msresnet.config.Config`, a profile name or a YAML path;
@@ -384,18 +366,20 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
     ``stop_after_epoch``: stop cleanly after this epoch, as if the job were killed right
     after saving it (to demonstrate and test resume); ``extra_callbacks``: more
     MindSpore callbacks, after the book's own (``--rank_dump`` passes RankDump here);
-    ``progress``: show the tqdm bar (``progress_file``: where, default stderr).
+    ``progress``: show the tqdm bar (``progress_file``: where, default stderr);
+    ``data_validated``: the caller has just validated the data folder (a job's
+    preparation), which is then not read again.
     Returns a :class:`TrainResult`; files go to ``config.output_dir`` (rank 0 only).
     """
     started = time.perf_counter()
-    config, source = _config_and_data(config, overrides)
+    config, source = _config_and_data(config, overrides, data_validated)
     rank = _start_runtime(config)
     # The device-count rule, once, where the run learns its device count: lr_max
     # scaled from the profile's lr_devices to this job's group size.
     rule, config = lr_rule(config, rank.group_size), for_devices(config, rank.group_size)
     output_dir = Path(config.output_dir)
     run = _Run(config, source, rank, output_dir, resolve_resume(config, output_dir), rule)
-    with _output_folder(output_dir, create=rank.is_main):
+    with output_folder(output_dir, create=rank.is_main):
         changed = _changes_since_recording(run)
         train_ds, eval_ds = make_datasets(config, rank, source)
         steps_per_epoch = _steps_per_epoch(config, train_ds)
