@@ -82,3 +82,27 @@ def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, gi
                                   .data_dir))
         seen.add(resolve_data_dir(job_config("smoke", overrides, None).data_dir))
     assert seen == {resolve_data_dir(expected)}
+
+
+def test_one_folder_spelled_many_ways_is_one_folder(tmp_path, monkeypatch):
+    """Issue 38: a data folder compared without resolving it (a mutant of
+    same_data_dir) survived the quick tests; a resume and a sweep compare recorded and
+    current folders written differently (relative, trailing slash, through a link)."""
+    from msresnet.data.source import same_data_dir
+    from msresnet.run_config import build_run_config
+    from msresnet.training.resume import config_differences
+
+    monkeypatch.chdir(REPO_ROOT)
+    link = tmp_path / "link-to-data"
+    link.symlink_to(REPO_ROOT / "data")
+    spellings = ["data", "data/", "./data", str(REPO_ROOT / "data"), str(link)]
+    for one in spellings:
+        for other in spellings:
+            assert same_data_dir(one, other), (one, other)
+    assert not same_data_dir("data", "data-variant")
+    recorded = build_run_config("smoke", {"data_dir": "data/"})
+    for spelled in spellings:
+        current = build_run_config("smoke", {"data_dir": spelled})
+        assert "data_dir" not in config_differences(recorded, current), spelled
+    other = build_run_config("smoke", {"data_dir": str(tmp_path)})
+    assert "data_dir" in config_differences(recorded, other)
