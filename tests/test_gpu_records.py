@@ -149,3 +149,33 @@ def test_the_gpu_was_busy_while_mindspore_trained():
 @pytest.mark.parametrize("figure", ["93.87 %", "\"about 20 s per epoch\"", "\"48 min 38 s\""])
 def test_the_seed_figures_stand_beside_the_measured_ones(figure):
     assert figure in MEASURED
+
+
+def test_the_pages_figure_is_drawn_from_the_records(tmp_path):
+    """results/gpu/figures/fast-accuracy.png is what results/gpu/draw.py draws from the
+    fast run's history.json and test.json (the same bytes: PNGs carry no software
+    version), and the page shows it with the caption the drawing gives."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_draw", GPU / "draw.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    path, caption = draw.draw(out=tmp_path / "fast-accuracy.png")
+    assert path.read_bytes() == (GPU / "figures" / "fast-accuracy.png").read_bytes()
+    assert "../results/gpu/figures/fast-accuracy.png" in PAGE
+    assert " ".join(caption.split()) in MEASURED
+
+
+def test_the_fast_recipe_does_about_a_third_of_the_profiles_arithmetic():
+    """The page: the fast recipe's input is 'about a third of the multiply-adds per
+    image' of the gpu profile's, counted on the two networks at their two sizes."""
+    import msresnet  # noqa: F401  (the CPU setting before MindSpore)
+    from msresnet.model.flops import count_macs
+    from msresnet.run_config import build_run_config
+    from msresnet.training.factories import make_network
+
+    gpu, fast = build_run_config("gpu"), build_run_config(str(GPU / "fast.yaml"))
+    ratio = (count_macs(make_network(fast), fast.image_size).total
+             / count_macs(make_network(gpu), gpu.image_size).total)
+    assert 0.29 < ratio < 0.37, ratio
+    assert "about a third of the multiply-adds per image" in MEASURED
