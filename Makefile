@@ -22,7 +22,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 CIFAR10_SOURCE ?= auto
 CIFAR10_MD5 ?=
 
-.PHONY: venv data book test quick-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
+.PHONY: venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
 
 venv: $(STAMP)
 
@@ -79,9 +79,39 @@ book: data book-html
 
 # The edit-test loop: the unit tests that neither train, launch msrun nor run
 # notebooks (tests marked slow are the exceptions; see pyproject.toml).
+QUICK_MARKERS := not slow and not browser and not params
 quick-test: venv data
-	$(PY) -m pytest -q -m "not slow and not browser and not params" \
+	$(PY) -m pytest -q -m "$(QUICK_MARKERS)" \
 	  $(if $(filter 0,$(UNIT_WORKERS)),,-n $(UNIT_WORKERS) --dist loadfile) tests
+
+# The same, recorded: results/tests/quick-test.json (counts, time, commit, CPU), which
+# the README quotes and tests/test_figures.py checks it against. Run it on an idle host.
+quick-test-record: venv data
+	$(PY) tests/record_tests.py --markers "$(QUICK_MARKERS)" --workers $(UNIT_WORKERS) \
+	  --make "make quick-test-record" --out results/tests/quick-test.json
+
+# The supported MindSpore range (pyproject.toml, book/setup.md "Which MindSpore"): make
+# quick-test's selection under another MindSpore, in a venv of its own with every other
+# package at requirements.txt's pins, recorded in results/compat/mindspore-VERSION.json
+# and .txt. Not part of make test (it downloads that MindSpore, several hundred MB, once
+# per COMPAT_VENV). One core by default (COMPAT_WORKERS=0 COMPAT_CPUS=1: taskset -c 1),
+# so the machine stays usable. Example: make compat-test MINDSPORE=2.7.0
+MINDSPORE ?= 2.7.0
+COMPAT_VENV ?= /tmp/msresnet-compat/mindspore-$(MINDSPORE)
+COMPAT_WORKERS ?= 0
+COMPAT_CPUS ?= 1
+compat-test: data
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	grep -v '^mindspore==' requirements.txt > $(COMPAT_VENV)/requirements.txt
+	$(COMPAT_VENV)/bin/pip install --quiet -r $(COMPAT_VENV)/requirements.txt \
+	  mindspore==$(MINDSPORE)
+	$(COMPAT_VENV)/bin/pip install --quiet --no-deps -e .
+	$(PY) tests/record_tests.py --python $(COMPAT_VENV)/bin/python \
+	  --markers "$(QUICK_MARKERS)" --workers $(COMPAT_WORKERS) \
+	  $(if $(COMPAT_CPUS),--taskset $(COMPAT_CPUS),) \
+	  --make "make compat-test MINDSPORE=$(MINDSPORE)" \
+	  --out results/compat/mindspore-$(MINDSPORE).json \
+	  --txt results/compat/mindspore-$(MINDSPORE).txt
 
 # Every unit test, slow ones included (the reproduce command runs chapter 2 and small
 # notebooks of its own; nbval is the one run of every chapter). Two pytest-xdist

@@ -178,6 +178,32 @@ def test_intro_numbers_the_chapters(book, base_url: str) -> None:
         assert text == sidebar[url], f"intro's table says {text!r}, the sidebar {sidebar[url]!r}"
 
 
+FILE_SUFFIXES = ("py", "md", "json", "yaml", "yml", "txt", "sh", "ipynb", "csv", "toml",
+                 "cfg", "ckpt", "onnx", "mindir", "log")
+"""Endings of file names that linkify's fuzzy matching takes for top-level domains."""
+
+
+def file_names_linked_as_addresses(html: str) -> list[str]:
+    """Links whose address is a bare file name made into a web address ("train.py"
+    became http://train.py): written-out addresses only have a path or a known host."""
+    pattern = rf'href="https?://([\w-]+\.(?:{"|".join(FILE_SUFFIXES)}))/?"'
+    return re.findall(pattern, html)
+
+
+def test_no_file_name_is_linked_as_a_web_address(built_html: Path) -> None:
+    """_config.yml turns linkify's fuzzy links off for the pages; a notebook's Markdown
+    output is rendered by myst-nb's own GFM parser, which keeps them on, so a file name
+    there must be written as code (`train.py`)."""
+    found = {}
+    for path in sorted(built_html.rglob("*.html")):
+        names = file_names_linked_as_addresses(path.read_text(errors="replace"))
+        if names:
+            found[path.relative_to(built_html).as_posix()] = names
+    assert not found, f"file names linked as web addresses: {found}"
+    assert file_names_linked_as_addresses('<a href="http://train.py">train.py</a>')
+    assert not file_names_linked_as_addresses('<a href="https://www.mindspore.cn/">x</a>')
+
+
 def test_sidebar_lists_exactly_the_toc(book, base_url: str) -> None:
     context, _, _ = book
     sidebar = browser_check.sidebar_titles(context, f"{base_url}{PAGES[0]}.html")

@@ -270,3 +270,263 @@ def test_chapter_references_name_the_right_chapter() -> None:
             if not 1 <= int(n) <= len(numbers):
                 wrong.append(f"{page}: chapter {n} does not exist")
     assert not wrong, "\n".join(wrong)
+
+
+# --------------------------------------------------------------------------- run times
+
+def _stored_execution():
+    """book/_ext/stored_execution.py: the module that builds the execution table."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "stored_execution", REPO / "book" / "_ext" / "stored_execution.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def chapter_seconds(repo: Path = REPO) -> dict[str, float]:
+    """notebooks/<stem>.ipynb -> its stored run's seconds, as the execution table shows it."""
+    run = _stored_execution().notebook_run
+    return {f"notebooks/{path.name}": run(path)["seconds"]
+            for path in sorted((repo / "notebooks").glob("*.ipynb"))}
+
+
+RUN_TIME = re.compile(
+    r"(?:the cells run in|With the defaults it takes|the chapter executes in)\s+"
+    r"(about (?P<minutes>\d+) minutes?|under a minute|about (?P<seconds>\d+) seconds"
+    r"|(?:a few )?seconds)\b")
+"""A chapter's claim about its own run time (its intro's "Time:" line and the
+"Run this chapter yourself" note)."""
+
+
+def run_time_fits(claim: re.Match, seconds: float) -> bool:
+    """"about N minutes": N is the nearest whole minute; "under a minute": below 60 s;
+    "about N seconds": within 20 % (5 s at least); "seconds"/"a few seconds": below 10 s."""
+    if claim["minutes"]:
+        return abs(seconds / 60 - int(claim["minutes"])) <= 0.5
+    if claim["seconds"]:
+        return abs(seconds - int(claim["seconds"])) <= max(5, 0.2 * int(claim["seconds"]))
+    if claim.group(1) == "under a minute":
+        return seconds < 60
+    return seconds < 10
+
+
+def run_time_disagreements(texts: dict[str, str], seconds: dict[str, float]) -> list[str]:
+    wrong = []
+    for page, taken in seconds.items():
+        claims = list(RUN_TIME.finditer(texts[page]))
+        if not claims:
+            wrong.append(f"{page}: no 'the cells run in ...' claim (its intro's Time: line)")
+        for claim in claims:
+            if not run_time_fits(claim, taken):
+                context = " ".join(claim.group(0).split())
+                wrong.append(f"{page}: '{context}', but its stored run took {taken:.0f} s "
+                             "(the execution table)")
+    return wrong
+
+
+def test_chapter_run_times_are_the_execution_tables() -> None:
+    """What a chapter says it takes is what its stored run took (book/_ext/stored_execution.py,
+    the table of the setup and execution statistics pages)."""
+    seconds = chapter_seconds()
+    assert len(seconds) == len(chapter_numbers())
+    wrong = run_time_disagreements(PAGES, seconds)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(("text", "seconds", "fits"), [
+    ("the cells run in about 5 minutes on 2 CPU", 303, True),
+    ("the cells run in about 3 minutes on 2 CPU", 303, False),
+    ("With the defaults it takes about 11 minutes on a 2-core CPU", 258, False),
+    ("the cells run in about 4 minutes", 258, True),
+    ("the cells run in under a minute", 36, True),
+    ("the cells run in about 2 minutes", 36, False),
+    ("the cells run in under a minute", 61, False),
+    ("the cells run in about 1 minute", 4, False),
+    ("the cells run in a few seconds", 4, True),
+    ("the cells run in about 30 seconds", 29, True),
+    ("the cells run in about 30 seconds", 60, False),
+])
+def test_a_wrong_run_time_fails(text: str, seconds: float, fits: bool) -> None:
+    assert (run_time_disagreements({"nb": text}, {"nb": seconds}) == []) is fits
+    assert run_time_disagreements({"nb": "no claim"}, {"nb": seconds})
+
+
+# --------------------------------------------------------------------------- the README's counts
+
+NUMBER_WORDS = {word: n for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+
+
+def test_the_readme_counts_the_chapters_and_their_time() -> None:
+    """"all N chapters" says how many there are; the chapters' stored runs "add up to
+    about N minutes" is the execution table's sum, to the nearest minute."""
+    readme = PAGES["README.md"]
+    chapters = len(chapter_numbers())
+    counts = re.findall(r"\ball (\w+) chapters\b", readme)
+    assert counts, "README: no 'all N chapters'"
+    assert all(NUMBER_WORDS.get(word) == chapters for word in counts), (counts, chapters)
+    total = sum(chapter_seconds().values())
+    claims = re.findall(r"stored runs add up to about (\d+) minutes", readme)
+    assert claims, "README: no 'stored runs add up to about N minutes'"
+    assert all(abs(total / 60 - int(c)) <= 0.5 for c in claims), (claims, total)
+
+
+QUICK_RECORD = REPO / "results" / "tests" / "quick-test.json"
+QUICK_CLAIM = re.compile(
+    r"`make quick-test`.*?: (?P<passed>[\d,]+) passed, (?P<skipped>\d+) skipped in "
+    r"(?P<minutes>\d+) min (?P<seconds>\d+) s\s.*?\(`(?P<commit>[0-9a-f]{7,})`, "
+    r"(?P<date>\d{4}-\d\d-\d\d)[^)]*`results/tests/quick-test\.json`[^)]*\)", re.S)
+
+
+def quick_test_disagreements(readme: str, record: dict) -> list[str]:
+    claim = QUICK_CLAIM.search(readme)
+    if not claim:
+        return ["README: no '`make quick-test` ...: N passed, M skipped in X min Y s ... "
+                "(`commit`, date, ... `results/tests/quick-test.json`)'"]
+    counts, wrong = record["counts"], []
+    said = {"passed": int(claim["passed"].replace(",", "")), "skipped": int(claim["skipped"])}
+    for key, value in said.items():
+        if counts.get(key, 0) != value:
+            wrong.append(f"README: {value} {key}, the record: {counts.get(key, 0)}")
+    minutes, seconds = divmod(round(record["seconds"]), 60)
+    if (int(claim["minutes"]), int(claim["seconds"])) != (minutes, seconds):
+        wrong.append(f"README: {claim['minutes']} min {claim['seconds']} s, the record: "
+                     f"{record['seconds']} s")
+    if claim["commit"] != record["commit"] or claim["date"] != record["started_utc"][:10]:
+        wrong.append(f"README: {claim['commit']}, {claim['date']}; the record: "
+                     f"{record['commit']}, {record['started_utc'][:10]}")
+    failed = counts.get("failed", 0)
+    if failed and not re.search(rf"\b{failed} (?:failed|failures?)\b", claim.group(0)):
+        wrong.append(f"README: the record has {failed} failed, the README does not say so")
+    if wrong:
+        wrong.append(f"the record says: {counts.get('passed', 0)} passed, "
+                     f"{counts.get('skipped', 0)} skipped in {minutes} min {seconds} s "
+                     f"(`{record['commit']}`, {record['started_utc'][:10]})")
+    return wrong
+
+
+def test_the_readme_quotes_the_recorded_quick_test() -> None:
+    """The README's figures for `make quick-test` are its recorded run's
+    (`make quick-test-record`), and that run covered today's selection: the number of
+    tests it collects now is within 10 % of the recorded one."""
+    import subprocess
+    import sys
+
+    record = json.loads(QUICK_RECORD.read_text())
+    wrong = quick_test_disagreements(PAGES["README.md"], record)
+    assert not wrong, "\n".join(wrong)
+    assert record["exit_status"] == 0 and not record["failed"], (
+        f"the recorded run failed {record['failed']}: once they pass, run "
+        "`make quick-test-record` and quote it in the README")
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-m", "not slow and not browser and not params", "tests"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    found = re.search(r"(\d+)(?:/\d+)? tests? collected", collected.stdout)
+    assert found, collected.stdout[-2000:] + collected.stderr[-2000:]
+    recorded = record["counts"].get("passed", 0) + record["counts"].get("skipped", 0)
+    assert abs(int(found[1]) - recorded) <= 0.1 * recorded, (
+        f"make quick-test now collects {found[1]} tests, the record ran {recorded}: "
+        "run `make quick-test-record` and quote it in the README")
+
+
+def test_a_misquoted_quick_test_fails() -> None:
+    record = {"counts": {"passed": 796, "skipped": 3}, "seconds": 120.6, "commit": "abc1234",
+              "started_utc": "2026-12-04 18:00"}
+    good = ("`make quick-test` runs the unit tests that ...: 796 passed, 3 skipped in 2 min "
+            "1 s on the host above (`abc1234`, 2026-12-04; `results/tests/quick-test.json`)")
+    assert quick_test_disagreements(good, record) == []
+    for wrong in (good.replace("796", "563"), good.replace("2 min 1 s", "1 min 15 s"),
+                  good.replace("abc1234", "fa0d1a1"), "563 tests in 1 min 15 s"):
+        assert quick_test_disagreements(wrong, record), wrong
+
+
+# --------------------------------------------------------------------------- attributions
+
+SEED_FIGURES = {93.87}
+"""The top-1 the seed recipe reported (CITED); other accuracies are other runs'."""
+
+
+def seed_misattributions(texts: dict[str, str]) -> list[str]:
+    """A clause that names the seed recipe and gives an accuracy that is not the seed's:
+    a percentage (or a range of them) that does not round to one of SEED_FIGURES."""
+    wrong = []
+    for page, text in texts.items():
+        # clauses: sentences and ;-parts, paragraphs, table rows (| ... and * - ...)
+        for clause in re.split(r"(?<=[.;])\s+|\n\s*\n|\n\||\n\* - ", text):
+            if not re.search(r"seed recipe", clause, re.I):
+                continue
+            for low, high in re.findall(r"(\d+(?:\.\d+)?)(?:\s*[-\u2013]\s*(\d+(?:\.\d+)?))? ?%",
+                                        clause):
+                for quoted in filter(None, (low, high)):
+                    if not _matches(quoted, SEED_FIGURES):
+                        context = " ".join(clause.split())[:160]
+                        wrong.append(f"{page}: {quoted} % beside the seed recipe: '{context}'")
+    return wrong
+
+
+def test_the_seed_recipe_is_credited_with_its_own_figures() -> None:
+    """The seed recipe reported 93.87 % on one Ascend 910; the models repository's 91.37 %
+    and 91.44 % are that repository's (its README's tables), not the seed's."""
+    wrong = seed_misattributions(PAGES)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(("text", "wrong"), [
+    ("the seed recipe reaches 91-94% top-1 on Ascend and GPU", True),
+    ("the seed recipe reported 93.87 % top-1 on one Ascend 910", False),
+    ("the seed recipe says about 10 min; the models repo's tables give 91.44% top-1", False),
+    ("the {term}`seed recipe <Seed recipe>` reached 91.44 %", True),
+])
+def test_a_misattributed_figure_fails(text: str, wrong: bool) -> None:
+    assert bool(seed_misattributions({"page": text})) is wrong
+
+
+def readme_citations(texts: dict[str, str]) -> list[str]:
+    """A book page (not the README itself) citing a README section as its source: the
+    reader of the HTML has no README; the book has a page for it."""
+    return [f"{page}: '{m.group(0)}'" for page, text in texts.items() if page != "README.md"
+            for m in re.finditer(r"\(README, \*[^*]+\*\)", text)]
+
+
+def test_the_book_cites_its_own_pages_not_the_readme() -> None:
+    wrong = readme_citations(PAGES)
+    assert not wrong, "cite the book's page ({ref}) instead:\n" + "\n".join(wrong)
+    assert readme_citations({"nb": "on one Ascend 910 (README, *Reproducing the results*)"})
+
+
+def chapter_labels() -> dict[str, int]:
+    """Each chapter's label (its ``(label)=`` right before the ``# `` title) -> its number."""
+    labels = {}
+    for stem, number in chapter_numbers().items():
+        for label in re.findall(r"^\(([\w-]+)\)=\s*\n# ", PAGES[f"notebooks/{stem}.ipynb"], re.M):
+            labels[label] = number
+    assert sorted(labels.values()) == sorted(chapter_numbers().values()), labels
+    return labels
+
+
+def unnumbered_chapter_references(texts: dict[str, str], labels: dict[str, int]) -> list[str]:
+    """A {ref} to a chapter on a prose page (its title, no number), or a {numref} to one
+    that does not show the number: write {numref}`chapter {number} <label>`."""
+    wrong = []
+    for page, text in texts.items():
+        for match in re.finditer(r"\{(ref|numref)\}`(?:([^`<]*?)\s*<)?([\w-]+)>?`", text):
+            role, shown, label = match.groups()
+            if label in labels and (role == "ref" or "{number}" not in (shown or "")):
+                wrong.append(f"{page}: {match.group(0)}")
+    return wrong
+
+
+def test_prose_pages_number_their_chapter_references() -> None:
+    """book/*.md name a chapter by its number, generated from _toc.yml's numbering."""
+    labels = chapter_labels()
+    prose = {page: text for page, text in PAGES.items()
+             if page.startswith("book/") and page.endswith(".md")}
+    wrong = unnumbered_chapter_references(prose, labels)
+    assert not wrong, "\n".join(wrong)
+    assert unnumbered_chapter_references({"p": "see {ref}`chapter-dataset`"}, labels)
+    assert unnumbered_chapter_references({"p": "see {numref}`this <chapter-dataset>`"}, labels)
+    assert not unnumbered_chapter_references(
+        {"p": "see {numref}`chapter {number} <chapter-dataset>` and {ref}`setup`"}, labels)
