@@ -331,6 +331,16 @@ def test_history_writes_json_and_csv(tmp_path):
     assert not any(p.name.endswith(".part.csv") for p in tmp_path.iterdir())
 
 
+# MindSpore 2.10's load_checkpoint refuses a file larger than the free memory it
+# estimates (serialization._get_available_memory); 2.7 has no such check, so there is
+# nothing to correct (make compat-test MINDSPORE=2.7.0, results/compat/).
+needs_memory_check = pytest.mark.skipif(
+    not hasattr(__import__("mindspore.train.serialization", fromlist=["_"]),
+                "_get_available_memory"),
+    reason=f"MindSpore {ms.__version__}'s load_checkpoint has no memory check")
+
+
+@needs_memory_check
 def test_mindspores_memory_check_counts_the_page_cache_it_can_drop():
     """MindSpore 2.10 compares a checkpoint's size with the free pages only, and
     refused a 188 MB file while gigabytes sat in the page cache; ours counts
@@ -342,6 +352,7 @@ def test_mindspores_memory_check_counts_the_page_cache_it_can_drop():
     assert ck.available_memory() >= 0.9 * free_pages  # both move while we read them
 
 
+@needs_memory_check
 def test_a_checkpoint_refused_for_memory_is_not_called_corrupt(tmp_path, monkeypatch):
     from mindspore.train import serialization
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.metadata
+import json
 import re
 import sys
 import tomllib
@@ -267,3 +268,42 @@ def test_the_book_tools_need_their_extra() -> None:
     for module in ("matplotlib", "papermill", "jinja2"):
         assert module in book and module not in plain, module
     assert re.search(r"^\s*\"msresnet\[obs\]\",$", (REPO / "pyproject.toml").read_text(), re.M)
+
+
+# --------------------------------------------------------------------------- the MindSpore range
+
+COMPAT = REPO / "results" / "compat"
+
+
+def test_the_oldest_mindspore_of_the_range_was_tested() -> None:
+    """pyproject's lower bound for MindSpore has a `make compat-test` record (the unit
+    tests of make quick-test under that version), and the setup page quotes its counts."""
+    (mindspore,) = [r for r in declared(PYPROJECT)[""] if r.name == "mindspore"]
+    lower = min((s.version for s in mindspore.specifier if s.operator == ">="),
+                key=lambda v: tuple(int(x) for x in v.split(".")))
+    records = {json.loads(path.read_text())["versions"]["mindspore"]: json.loads(path.read_text())
+               for path in sorted(COMPAT.glob("mindspore-*.json"))}
+    tested = [v for v in records if v.startswith(lower + ".") or v == lower]
+    assert tested, f"no results/compat record for MindSpore {lower} (make compat-test)"
+    record = records[min(tested)]
+    assert "not slow and not browser and not params" in record["command"]
+    assert mindspore.specifier.contains(record["versions"]["mindspore"])
+    counts = record["counts"]
+    text = " ".join((REPO / "book" / "setup.md").read_text().split())
+    quoted = (f"under MindSpore {record['versions']['mindspore']} from PyPI")
+    assert quoted in text, quoted
+    said = re.search(r"`results/compat/mindspore-[\d.]+\.txt`\): (\d+) passed, (\d+) skipped "
+                     r"and (\d+) failed", text)
+    assert said, "setup.md: no 'N passed, M skipped and K failed' after the record's name"
+    assert [int(n) for n in said.groups()] == [counts.get(k, 0) for k in
+                                               ("passed", "skipped", "failed")], counts
+    # which of its failures the pinned version shares (the same commit's quick-test record)
+    pinned = json.loads((REPO / "results" / "tests" / "quick-test.json").read_text())
+    assert pinned["commit"] == record["commit"], "record both at the same commit"
+    shared = set(record["failed"]) & set(pinned["failed"])
+    own = set(record["failed"]) - set(pinned["failed"])
+    words = "zero one two three four five six seven eight nine ten".split()
+    assert f"{words[len(shared)].capitalize()} of the failures failed under " \
+           f"{pinned['versions']['mindspore']} too" in text
+    assert f"The {words[len(own)]} others are the doctor's" in text
+    assert all(name.startswith("tests/test_doctor.py::") for name in own), own
