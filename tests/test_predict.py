@@ -224,6 +224,9 @@ def test_export_refuses_wrong_requests(models, tmp_path):
         export.export_graph(net, tmp_path / "model.air", 1, 32)
     with pytest.raises(export.ExportError, match="must be >= 1"):
         export.export_graph(net, tmp_path / "model.onnx", 0, 32)
+    with pytest.raises(export.ExportError, match="other.ckpt: no such checkpoint"):
+        export.run_config(tmp_path / "other.ckpt")  # issue 38: not "no config.yaml"
+    (tmp_path / "other.ckpt").write_bytes((models["ckpt"]).read_bytes())
     with pytest.raises(export.ExportError, match="no config.yaml beside it"):
         export.run_config(tmp_path / "other.ckpt")
 

@@ -54,6 +54,19 @@ def wheel_facts(package_dir: Path) -> dict[str, Any]:
     return {"commit": commit, "cuda_builds": cuda, "cann_accepted": cann}
 
 
+SUPPORTED = ("2.7", "2.11")
+"""The MindSpore versions the package supports: from the first (included) to the
+second (excluded), as ``pyproject.toml`` declares ``mindspore>=2.7,<2.11``; the
+oldest end is tested by ``make compat-test`` (``results/compat/``)."""
+SUPPORTED_TEXT = f"{SUPPORTED[0]} to below {SUPPORTED[1]}"
+
+
+def supported_mindspore(version: str) -> bool:
+    """``version`` (e.g. ``2.7.0``, ``2.10.0rc1``) lies in :data:`SUPPORTED`."""
+    numbers = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    return parse_version(SUPPORTED[0]) <= numbers < parse_version(SUPPORTED[1])
+
+
 def check_mindspore() -> tuple[Check, Any]:
     """Import MindSpore; its version against the pin and the back ends it loaded."""
     try:
@@ -67,14 +80,19 @@ def check_mindspore() -> tuple[Check, Any]:
     details = {"version": ms.__version__, "pinned": pinned_mindspore(), "backends": backends,
                "plugin_errors": context.load_plugin_error().strip().splitlines(),
                **wheel_facts(Path(ms.__file__).parent)}
-    if details["pinned"] and ms.__version__ != details["pinned"]:
-        return Check("mindspore", FAIL, f"MindSpore {ms.__version__}, the book pins "
-                     f"{details['pinned']}", f"pip install mindspore=={details['pinned']}",
-                     details), ms
+    pinned = details["pinned"]
+    notes = []
+    if pinned and ms.__version__ != pinned:
+        if not supported_mindspore(ms.__version__):
+            return Check("mindspore", FAIL, f"MindSpore {ms.__version__}, which the package does "
+                         f"not support ({SUPPORTED_TEXT}; the book pins {pinned})",
+                         f"pip install mindspore=={pinned}", details), ms
+        notes.append(f"the book pins {pinned} and tests {SUPPORTED_TEXT}; this one is in the "
+                     "range (results/compat/)")
     cuda = ",".join(details["cuda_builds"]) or "none"
     cann = ",".join(details["cann_accepted"]) or "unknown"
     return Check("mindspore", OK, f"{ms.__version__}; loaded: {','.join(backends)}; "
-                 f"CUDA {cuda}; CANN {cann}", details=details), ms
+                 f"CUDA {cuda}; CANN {cann}", details=details, notes=notes), ms
 
 
 # --------------------------------------------------------------------------- toolkits
