@@ -22,7 +22,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 CIFAR10_SOURCE ?= auto
 CIFAR10_MD5 ?=
 
-.PHONY: venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
+.PHONY: nbval-data-check venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
 
 venv: $(STAMP)
 
@@ -155,11 +155,18 @@ $(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json: data/cifar-10-batches-bin/.pr
 NBVAL_ENV := MSRESNET_DATA_DIR=$(NBVAL_DATA) MSRESNET_METRICS_DIR=$(CURDIR)/runs/nbval-metrics \
   MSRESNET_NBVAL_OUTPUTS=$(CURDIR)/runs/nbval-outputs \
   LOCAL_S3_ACCESS_KEY_ID=AKIANBVALCANARY4X7Q LOCAL_S3_SECRET_ACCESS_KEY=nbval-canary-secret-R8tW2mK5pZ9vL3xQ
-nbval: venv data $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json)
+nbval: nbval-data-check venv data $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json)
 	rm -rf runs/nbval-metrics runs/nbval-outputs
 	$(NBVAL_ENV) $(PY) -m pytest -q --durations=12 $(NBVAL) \
 	  $(if $(filter 0,$(NBVAL_WORKERS)),,-n $(NBVAL_WORKERS)) $(NOTEBOOKS)
-	$(NBVAL_ENV) $(PY) -m pytest -q tests/test_chapter_metrics.py tests/test_nbval_outputs.py
+	$(NBVAL_ENV) MSRESNET_NBVAL_NOTEBOOKS="$(NOTEBOOKS)" $(PY) -m pytest -q \
+	  tests/test_chapter_metrics.py tests/test_nbval_outputs.py
+
+# Refused before anything is made or deleted: the stored outputs name the data copy
+# relative to the repository (conftest.py masks it), so it must lie inside it.
+nbval-data-check:
+	@case "$(NBVAL_DATA)" in /*|../*|..) echo "make nbval: NBVAL_DATA=$(NBVAL_DATA): name a \
+	folder inside the repository, relative to its root (e.g. data-variant)" >&2; exit 2;; esac
 
 # data: tests/test_source_archive.py installs the book's source archive from the setup
 # page and runs msresnet doctor --profile cpu on a copy of data/ (as prepare would).

@@ -107,3 +107,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     that would read the data is not started)."""
     for mark in item.iter_markers(MARKER):
         require(*mark.args, what=mark.kwargs["what"])
+
+
+NBVAL_NOTEBOOKS_VARIABLE = "MSRESNET_NBVAL_NOTEBOOKS"
+"""What ``make nbval`` ran (its ``NOTEBOOKS``, space-separated paths): the checks after
+it look only at those chapters, so ``make nbval NOTEBOOKS=...`` passes for a subset."""
+
+
+def nbval_chapters(all_chapters: set[str]) -> set[str]:
+    """The chapters the last ``make nbval`` ran: every one of ``all_chapters`` unless
+    :data:`NBVAL_NOTEBOOKS_VARIABLE` names some."""
+    chosen = {Path(path).stem for path in os.environ.get(NBVAL_NOTEBOOKS_VARIABLE, "").split()}
+    return all_chapters & chosen if chosen else set(all_chapters)
+

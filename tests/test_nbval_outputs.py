@@ -16,7 +16,7 @@ import os
 from msresnet.chapters.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.paths import REPO_ROOT
 from msresnet.chapters.reproduce import chapters
-from prerequisites import after_nbval
+from prerequisites import after_nbval, nbval_chapters
 
 NBVAL_OUTPUTS = REPO_ROOT / "runs" / "nbval-outputs"
 CREDENTIALS = ("LOCAL_S3_ACCESS_KEY_ID", "LOCAL_S3_SECRET_ACCESS_KEY")
@@ -27,7 +27,7 @@ pytestmark = after_nbval(NBVAL_OUTPUTS_VARIABLE, NBVAL_OUTPUTS)
 
 def test_the_run_kept_every_chapter_and_had_the_fake_credentials():
     kept = {path.stem for path in NBVAL_OUTPUTS.glob("*.jsonl") if path.stat().st_size}
-    assert {chapter.name for chapter in chapters()} <= kept
+    assert nbval_chapters({chapter.name for chapter in chapters()}) <= kept
     for name in CREDENTIALS:
         assert len(os.environ.get(name, "")) >= 16, f"make nbval sets {name}"
 
@@ -38,7 +38,8 @@ def test_no_output_and_no_job_file_holds_a_credential():
     for path in JOB_FOLDER.rglob("*"):
         if path.is_file() and path.suffix in TEXT_SUFFIXES:
             texts[str(path.relative_to(REPO_ROOT))] = path.read_text(errors="replace")
-    assert any(name.endswith("job.log") for name in texts), "chapter 6's job wrote no log"
+    if "06_obs_staging" in nbval_chapters({"06_obs_staging"}):
+        assert any(name.endswith("job.log") for name in texts), "chapter 6's job wrote no log"
     for variable in CREDENTIALS:
         secret = os.environ[variable]
         for name, text in texts.items():
