@@ -157,7 +157,7 @@ class Config:
     lr_devices: int = rule_field(
         8, positive_int(),
         "the device count lr_max is tuned for: a run on N devices trains at "
-        "lr_max * N / lr_devices (the models repo's train.py; its yaml: 8)")
+        "lr_max * N / lr_devices (the models repo's `train.py`; its yaml: 8)")
     lr_end: float = rule_field(0.00001, number(0), "learning rate the decay ends at")
     warmup_epochs: int = rule_field(5, int_at_least(0),
                                 "epochs of linear warmup from lr_init to lr_max")

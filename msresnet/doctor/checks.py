@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OK, FAIL, SKIP = "ok", "FAIL", "skip"
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+"""A warning is not a failure: the doctor still exits 0 and runs what needs it."""
 
 
 @dataclass
 class Check:
-    """One finding: ``status`` is ok, FAIL or skip; ``fix`` says what to do on FAIL."""
+    """One finding: ``status`` is ok, warn, FAIL or skip; ``fix`` says what to do on FAIL."""
 
     name: str
     status: str

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.config import Config
-from msresnet.doctor.checks import FAIL, OK, Check, skip
+from msresnet.doctor.checks import FAIL, OK, WARN, Check, skip
 from msresnet.paths import REPO_ROOT
 
 CUDNN_FOR_CUDA = {"10.1": "7.6", "11.1": "8.0", "11.6": "8.5"}
@@ -62,9 +62,18 @@ SUPPORTED_TEXT = f"{SUPPORTED[0]} to below {SUPPORTED[1]}"
 
 
 def supported_mindspore(version: str) -> bool:
-    """``version`` (e.g. ``2.7.0``, ``2.10.0rc1``) lies in :data:`SUPPORTED`."""
-    numbers = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
-    return parse_version(SUPPORTED[0]) <= numbers < parse_version(SUPPORTED[1])
+    """``version`` lies in :data:`SUPPORTED`, as pip compares versions: a pre-release
+    comes before its release (``2.7.0rc1`` is below 2.7, ``2.10.0rc1`` inside)."""
+    found = re.match(r"(\d+(?:\.\d+)*)(.*)", version.strip())
+    if found is None:
+        return False
+    release = parse_version(found.group(1))
+    pre = bool(re.search(r"(a|b|rc|dev|alpha|beta)\d*", found.group(2)))
+    low, high = (parse_version(bound) for bound in SUPPORTED)
+    padded = release + (0,) * (3 - len(release))
+    low_padded, high_padded = (b + (0,) * (3 - len(b)) for b in (low, high))
+    at_or_above = padded > low_padded or (padded == low_padded and not pre)
+    return at_or_above and padded < high_padded
 
 
 def check_mindspore() -> tuple[Check, Any]:
@@ -81,17 +90,18 @@ def check_mindspore() -> tuple[Check, Any]:
                "plugin_errors": context.load_plugin_error().strip().splitlines(),
                **wheel_facts(Path(ms.__file__).parent)}
     pinned = details["pinned"]
-    notes = []
+    status, notes = OK, []
     if pinned and ms.__version__ != pinned:
         if not supported_mindspore(ms.__version__):
-            return Check("mindspore", FAIL, f"MindSpore {ms.__version__}, which the package does "
-                         f"not support ({SUPPORTED_TEXT}; the book pins {pinned})",
+            return Check("mindspore", FAIL, f"MindSpore {ms.__version__}, outside the package's "
+                         f"range ({SUPPORTED_TEXT}; the book pins {pinned})",
                          f"pip install mindspore=={pinned}", details), ms
-        notes.append(f"the book pins {pinned} and tests {SUPPORTED_TEXT}; this one is in the "
-                     "range (results/compat/)")
+        status = WARN
+        notes.append(f"in the package's range ({SUPPORTED_TEXT}); the book pins {pinned}, with "
+                     "which its chapters were executed (results/compat/)")
     cuda = ",".join(details["cuda_builds"]) or "none"
     cann = ",".join(details["cann_accepted"]) or "unknown"
-    return Check("mindspore", OK, f"{ms.__version__}; loaded: {','.join(backends)}; "
+    return Check("mindspore", status, f"{ms.__version__}; loaded: {','.join(backends)}; "
                  f"CUDA {cuda}; CANN {cann}", details=details, notes=notes), ms
 
 

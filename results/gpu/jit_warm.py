@@ -2,10 +2,11 @@
 
 MindSpore 2.10's GPU kernels (``plugin/gpu/libcuda_ops.so.11``) ship PTX for
 compute_86 and machine code for sm_60-sm_80 only, and the NCCL beside its CUDA 11.6
-plugin PTX for compute_60 only. On a newer GPU (Hopper, sm_90) the driver compiles
-that PTX when the CUDA runtime first loads the libraries, one module after another:
-about 9 minutes on an H200 (``../shared/gpu/README.md``). The driver keeps what it
-compiled in ``$CUDA_CACHE_PATH`` and later processes read it from there.
+plugin machine code for sm_60 and PTX for compute_60 only. On a newer GPU (Hopper,
+sm_90) the driver compiles that PTX when the CUDA runtime first loads the libraries,
+one module after another: about 9 minutes on an H200 (``results/gpu/README.md``). The
+driver keeps what it compiled in ``$CUDA_CACHE_PATH`` and later processes read it
+from there.
 
 This script fills the same cache with the same fat binaries, split over as many
 processes as the machine has cores (the driver compiles each module on one
