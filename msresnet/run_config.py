@@ -4,8 +4,8 @@ Every tool that starts or checks a run (``msresnet train``, ``launch``, ``job``,
 ``doctor``, ``lr-range``, the chapters' parameters, ``msresnet reproduce``) builds its
 Config with :func:`build_run_config`, so the data folder is chosen by one rule
 (:func:`msresnet.data.source.choose_data_dir`: a folder given for this run, else
-``$MSRESNET_DATA_DIR``, else the profile's) and is absolute, links resolved, from
-here on: a value that meant "relative to the repository" in the profile and
+``$MSRESNET_DATA_DIR``, else the profile's) and is absolute from here on (links
+kept, so a ``data`` link inside the checkout is still recorded as ``data``): a value that meant "relative to the repository" in the profile and
 "relative to the working folder" after the rule never travels further as text that
 could be read the other way. The device-count rule for the learning rate
 (:func:`msresnet.config.for_devices`) is applied here when the caller knows the
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.config import FIELDS, Config, load_config
-from msresnet.data.source import choose_data_dir, resolve_data_dir
+from msresnet.data.source import choose_data_dir
 from msresnet.model.lr_schedule import scaled_lr_max
-from msresnet.paths import REPO_ROOT, in_repo
+from msresnet.paths import REPO_ROOT
 
 CONFIG_FILE = "config.yaml"
 """The Config a run trained with, in its output folder."""
@@ -45,7 +45,7 @@ def build_run_config(profile_or_path: str | os.PathLike[str] = "smoke",
     def rule(data_dir: Any, given: bool) -> Any:
         if not isinstance(data_dir, str) or not data_dir.strip():
             return data_dir  # the check names the bad value
-        return str(resolve_data_dir(choose_data_dir(data_dir, given, environ)))
+        return os.path.abspath(choose_data_dir(data_dir, given, environ))
 
     config = load_config(profile_or_path, overrides, data_dir_rule=rule)  # checked once
     return for_devices(config, devices) if devices is not None else config
@@ -55,8 +55,9 @@ def recording(config: Config) -> str:
     """``config.yaml``'s text for a run of ``config``: its data folder relative to the
     repository root when it lies inside it (as the profiles write it), absolute
     otherwise, so a checkout copied or moved elsewhere still finds its runs' data."""
-    inside = Path(config.data_dir).is_relative_to(REPO_ROOT)
-    written = in_repo(config.data_dir) if inside else config.data_dir
+    folder = Path(config.data_dir)
+    inside = folder.is_relative_to(REPO_ROOT)
+    written = folder.relative_to(REPO_ROOT).as_posix() if inside else config.data_dir
     return dataclasses.replace(config, data_dir=written).to_yaml()
 
 

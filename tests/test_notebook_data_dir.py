@@ -106,3 +106,23 @@ def test_one_folder_spelled_many_ways_is_one_folder(tmp_path, monkeypatch):
         assert "data_dir" not in config_differences(recorded, current), spelled
     other = build_run_config("smoke", {"data_dir": str(tmp_path)})
     assert "data_dir" in config_differences(recorded, other)
+
+
+def test_a_data_link_inside_the_checkout_is_recorded_and_printed_as_data(tmp_path, monkeypatch):
+    """A reader who links ``data`` to a shared copy of CIFAR-10 (as the test checkout of
+    chapter 2 does) keeps ``data`` in the run's ``config.yaml`` and in the chapters'
+    printed paths: the link is made absolute, not resolved, so a moved checkout's
+    runs still find it and stored outputs do not name the shared copy."""
+    from msresnet.chapters import helpers
+    from msresnet import run_config
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "data").symlink_to(REPO_ROOT / "data")
+    monkeypatch.setattr(run_config, "REPO_ROOT", checkout)
+    monkeypatch.setattr(helpers, "REPO_ROOT", checkout)
+    config = run_config.build_run_config("smoke", {"data_dir": str(checkout / "data")})
+    assert config.data_dir == str(checkout / "data")
+    assert "data_dir: data\n" in run_config.recording(config)
+    assert helpers.rel(config.data_dir) == "data"
+    assert helpers.rel(REPO_ROOT / "data") == str((REPO_ROOT / "data").resolve())

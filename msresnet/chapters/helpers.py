@@ -14,6 +14,7 @@ lives here, once, so the chapters cannot drift apart::
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import textwrap
 from contextlib import contextmanager
@@ -31,11 +32,12 @@ FIGURE_DPI = 100
 
 def rel(path: str | Path) -> str:
     """``path`` as the book prints it: relative to the repository root when inside it
-    (links resolved), else absolute, the same from notebooks/ or the root."""
-    resolved = Path(path).resolve()
-    if resolved.is_relative_to(REPO_ROOT):
-        return resolved.relative_to(REPO_ROOT).as_posix()
-    return str(resolved)
+    (as written, else with links resolved), else absolute, the same from notebooks/
+    or the root: a ``data`` link to a shared copy prints as ``data``."""
+    for candidate in (Path(os.path.abspath(path)), Path(path).resolve()):
+        if candidate.is_relative_to(REPO_ROOT):
+            return candidate.relative_to(REPO_ROOT).as_posix()
+    return str(Path(path).resolve())
 
 
 def fill(text: str, indent: str = "    ", first: str = "") -> str:

@@ -14,8 +14,7 @@ split three times. Here is the one rule and the one value:
   like the profiles that name them.
 * :func:`open_data_source`: a frozen :class:`DataSource` made once per run from the
   run's Config: the folder as an absolute path with links resolved
-  (:func:`resolve_data_dir`, also what a run records and what two recordings are
-  compared by), validated once, the held-out split computed once, and the
+  (:func:`resolve_data_dir`, also what two recorded folders are compared by), validated once, the held-out split computed once, and the
   identity of the images validation and the final test score. The pipelines are
   built from it (:mod:`msresnet.training.factories`).
 """
