@@ -109,3 +109,18 @@ def test_the_benchmarked_pipeline_is_the_training_pipeline() -> None:
     for (bench_images, bench_labels), (images, labels) in pairs:
         assert bench_images.dtype == images.dtype and bench_labels.dtype == labels.dtype
         assert np.array_equal(bench_images, images) and np.array_equal(bench_labels, labels)
+
+
+def test_the_bench_finds_its_data_by_the_one_rule(monkeypatch, tmp_path):
+    """Issue 37: ``--data_dir`` meant the inner folder here, with its own default that
+    ignored ``$MSRESNET_DATA_DIR``; now it is the data folder every verb takes, chosen
+    by the same rule, and the workers get the inner folder as ``--batches_dir``."""
+    monkeypatch.delenv("MSRESNET_DATA_DIR", raising=False)
+    assert pipeline_bench.batches_dir(None) == str(DATA_DIR)
+    monkeypatch.setenv("MSRESNET_DATA_DIR", str(tmp_path))
+    assert pipeline_bench.batches_dir(None) == str(tmp_path / "cifar-10-batches-bin")
+    monkeypatch.chdir(tmp_path)
+    assert pipeline_bench.batches_dir("mine") == str(tmp_path / "mine" / "cifar-10-batches-bin")
+    command = pipeline_bench._worker_command(Setting(), str(DATA_DIR), None)
+    assert command[command.index("--batches_dir") + 1] == str(DATA_DIR)
+    assert "--data_dir" not in command

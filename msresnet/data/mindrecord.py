@@ -1,6 +1,6 @@
 """CIFAR-10 binary files to MindRecord, MindSpore's own dataset format (chapter 9).
 
-``msresnet convert-mindrecord DATA_DIR --out DIR [--usage train,test]``
+``msresnet convert-mindrecord BATCHES_DIR --out DIR [--usage train,test]``
 writes ``DIR/cifar10_<usage>.mindrecord`` (and the ``.db`` index MindSpore keeps
 beside it) with :class:`mindspore.mindrecord.FileWriter`, to be read back with
 ``mindspore.dataset.MindDataset`` (``msresnet.data.pipeline.create_dataset(...,
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="msresnet convert-mindrecord",
         description="Convert the CIFAR-10 binary files to MindRecord (PNG images, int32 labels).")
-    parser.add_argument("data_dir", type=Path, help="the cifar-10-batches-bin folder")
+    parser.add_argument("batches_dir", type=Path, help="the cifar-10-batches-bin folder itself")
     parser.add_argument("--output_dir", type=Path, required=True, help="folder for the .mindrecord files")
     parser.add_argument("--usage", default="train,test", help="comma-separated: train,test")
     parser.add_argument("--overwrite", action="store_true",
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not usages:
         raise SystemExit(f"--usage: expected a comma-separated subset of train,test; got {args.usage!r}")
     for usage in usages:
-        done = convert(args.data_dir, args.output_dir, usage, overwrite=args.overwrite)
+        done = convert(args.batches_dir, args.output_dir, usage, overwrite=args.overwrite)
         state = "wrote" if done.written else "up to date:"
         print(f"{state} {done.path} ({done.records:,d} records)", flush=True)
     return 0

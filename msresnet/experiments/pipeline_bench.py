@@ -352,7 +352,7 @@ GRIDS = {
 
 def _worker_command(setting: Setting, dataset_dir: str, mindrecord_dir: str | None) -> list[str]:
     command = [sys.executable, "-m", "msresnet", "pipeline-bench", "--worker", json.dumps(asdict(setting)),
-               "--data_dir", dataset_dir]
+               "--batches_dir", dataset_dir]
     return command + (["--mindrecord_dir", mindrecord_dir] if mindrecord_dir else [])
 
 
@@ -433,13 +433,26 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def batches_dir(data_dir: str | None) -> str:
+    """The ``cifar-10-batches-bin`` folder the workers read: inside the data folder that
+    :func:`~msresnet.run_config.build_run_config` chooses, as every verb does."""
+    from msresnet.data.cifar10 import dataset_folder
+    from msresnet.run_config import build_run_config
+
+    overrides = {"data_dir": data_dir} if data_dir else {}
+    return str(dataset_folder(build_run_config("cpu", overrides).data_dir))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="msresnet pipeline-bench",
                                      description="Measure the CIFAR-10 pipeline, alone and in training.")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="alone")
-    parser.add_argument("--data_dir", default="data/cifar-10-batches-bin")
+    parser.add_argument("--data_dir", default=None,
+                        help="the data folder, chosen as for training: this option (from the "
+                             "working folder), else $MSRESNET_DATA_DIR, else the profiles' data")
+    parser.add_argument("--batches_dir", help=argparse.SUPPRESS)  # a worker's: resolved once
     parser.add_argument("--mindrecord_dir", default=None,
-                        help="folder of cifar10_train.mindrecord (default: DATA_DIR/../mindrecord)")
+                        help="folder of cifar10_train.mindrecord (default: DATA_DIR/mindrecord)")
     parser.add_argument("--repeat", type=positive_int, default=1, help="runs of each setting (median kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -450,13 +463,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.worker is not None:
         setting = Setting(**json.loads(args.worker))
-        result = run_worker(setting, args.data_dir, args.mindrecord_dir)
+        result = run_worker(setting, args.batches_dir, args.mindrecord_dir)
         print(RESULT_MARKER + json.dumps(asdict(result)), flush=True)
         return 0
     if args.repeat < 1:
         raise SystemExit(f"--repeat must be at least 1, got {args.repeat}")
-    report = run_grid(GRIDS[args.grid](), args.data_dir, args.mindrecord_dir, args.repeat,
-                      progress=True)
+    report = run_grid(GRIDS[args.grid](), batches_dir(args.data_dir), args.mindrecord_dir,
+                      args.repeat, progress=True)
     report["grid"] = args.grid
     report["command"] = "msresnet pipeline-bench " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]))
