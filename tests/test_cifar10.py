@@ -6,6 +6,7 @@ Fake datasets (tests/fake_cifar10.py) are a few records per file, built in tmp_p
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,18 @@ def test_cifar10s_facts_are_stated_once_in_the_package() -> None:
              for line, value in _fact_literals(ast.parse(path.read_text()), facts)
              if (path.relative_to(package).as_posix(), value) not in other_meaning]
     assert not found, f"CIFAR-10's facts written again instead of read from data.cifar10: {found}"
+
+
+def test_the_in_browser_page_reads_cifar10s_facts_from_model_json() -> None:
+    """Issue 37: web/classify/classify.js kept its own class names, mean and std; it reads
+    them from model.json, which export writes from ``msresnet.data.cifar10``."""
+    script = (REPO_ROOT / "web" / "classify" / "classify.js").read_text()
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", script, flags=re.S)  # the comments may name them
+    written = [name for name in cifar10.CLASSES if re.search(rf"[\"']{name}[\"']", code)]
+    written += [value for value in (*cifar10.CIFAR10_MEAN, *cifar10.CIFAR10_STD)
+                if str(value) in code]
+    assert not written, f"classify.js writes CIFAR-10's facts itself: {written}"
+    assert "input.classes" in code and "input.mean" in code and "input.std" in code
 
 
 def test_the_fact_finder_sees_each_kind_of_literal() -> None:

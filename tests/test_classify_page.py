@@ -21,7 +21,7 @@ import pytest
 
 import browser_check
 from msresnet.data.cifar10 import CLASSES
-from msresnet.deploy.export import sha256
+from msresnet.deploy.export import input_record, sha256
 from msresnet.data.images import model_input, read_image
 from msresnet.deploy.predict import softmax
 
@@ -54,7 +54,7 @@ def test_model_json_describes_the_committed_model(metadata, samples):
     model = WEB / metadata["model"]
     assert model.stat().st_size == metadata["bytes"]
     assert sha256(model) == metadata["sha256"]
-    assert metadata["input"] == {"name": "x", "shape": ["batch", 3, 32, 32]}
+    assert metadata["input"] == input_record(32)  # what export writes, the page reads
     assert metadata["command"].startswith("msresnet export ")
     assert 0 < metadata["best"]["top1"] <= 1
     if metadata["best"]["evaluated_on"]["split"] == "valid":  # chosen on held-out images:

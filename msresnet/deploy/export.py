@@ -47,6 +47,7 @@ from msresnet.cli import ArgumentParser, positive_int
 from msresnet.atomic import output_folder, write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config
+from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CLASSES
 from msresnet.data.download import sha256  # also imported from here by the tests
 from msresnet.training.selection import read_test
 from msresnet.training.factories import make_network
@@ -55,6 +56,15 @@ from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
 ONNX_QDQ_OPSET = 13  # DequantizeLinear's per-channel "axis" attribute needs opset 13
 BATCH_SYMBOL = "batch"
+
+
+def input_record(image_size: int) -> dict[str, Any]:
+    """model.json's ``input``: the graph's input name and shape, and what turns a picture
+    into it (CIFAR-10's class names in output order, the per-channel mean and std of
+    :func:`msresnet.data.images.normalize`), so the in-browser page reads them here
+    instead of keeping a copy of its own."""
+    return {"name": "x", "shape": [BATCH_SYMBOL, 3, image_size, image_size],
+            "classes": list(CLASSES), "mean": list(CIFAR10_MEAN), "std": list(CIFAR10_STD)}
 
 
 class ExportError(ValueError):
@@ -343,7 +353,7 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
         "test": checkpoint_test(checkpoint),
         "int8_test": int8_test(model, data_dir or run.data_dir),
         "quantization": {**QUANTIZATION, "calibration_images": calibration_images},
-        "input": {"name": "x", "shape": [BATCH_SYMBOL, 3, run.image_size, run.image_size]},
+        "input": input_record(run.image_size),
         "command": command,
     }
     write_json(out / "model.json", record)

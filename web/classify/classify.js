@@ -7,7 +7,9 @@
  * A picture becomes the network's input exactly as msresnet/data/images.py does it:
  * transparent pixels on white, the largest centred square, resized to the model's
  * size (no resize for a 32x32 CIFAR-10 image), then (pixel / 255 - mean) / std per channel in float32
- * (Math.fround after every operation), channels first. tests/test_classify_page.py
+ * (Math.fround after every operation), channels first. The class names, mean and std
+ * are model.json's (written by msresnet.deploy.export.input_record from
+ * msresnet/data/cifar10.py), not a copy kept here. tests/test_classify_page.py
  * checks that the page's probabilities are onnxruntime's in Python for the same
  * files.
  */
@@ -15,11 +17,9 @@
   "use strict";
 
   const base = new URL(".", document.currentScript.src).href;
-  const CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
-                   "dog", "frog", "horse", "ship", "truck"];
-  const MEAN = [0.4914, 0.4822, 0.4465].map(Math.fround);
-  const STD = [0.2023, 0.1994, 0.2010].map(Math.fround);
   const SCALE = Math.fround(1 / 255);
+  // model.json's input record: class names in output order, per-channel mean and std
+  let CLASSES = [], MEAN = [], STD = [];
 
   ort.env.wasm.wasmPaths = base + "ort/";
   ort.env.wasm.numThreads = 1;  // threads need cross-origin isolation, which a static host lacks
@@ -27,6 +27,15 @@
   const metadata = fetch(base + "model.json").then((r) => {
     if (!r.ok) throw new Error(`model.json: HTTP ${r.status}`);
     return r.json();
+  }).then((meta) => {
+    const input = meta.input || {};
+    for (const key of ["classes", "mean", "std"]) {
+      if (!Array.isArray(input[key])) throw new Error(`model.json: input has no "${key}" list`);
+    }
+    CLASSES = input.classes;
+    MEAN = input.mean.map(Math.fround);
+    STD = input.std.map(Math.fround);
+    return meta;
   });
   const session = metadata.then((meta) =>
     ort.InferenceSession.create(base + meta.model, {executionProviders: ["wasm"]}));
@@ -87,7 +96,7 @@
   window.msresnetClassifier = {
     ready: session.then(() => metadata),
     classifyUrl: async (url) => classify(await loadImage(url)),
-    classes: CLASSES,
+    get classes() { return CLASSES; },
   };
 
   // Right or wrong, for a picture whose true class is known (a test image): the model's
