@@ -267,3 +267,24 @@ def test_papermill_lists_every_parameter_with_its_comment(path):
     assert list(listed) == declared, "papermill skips lines whose comment contains '='"
     for name, info in listed.items():
         assert info["help"], f"{name}: no comment to show in papermill --help-notebook"
+
+
+COLLAPSED = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
+
+
+@pytest.mark.parametrize("path", [*CHAPTERS, REPO_ROOT / "book" / "troubleshooting.ipynb"],
+                         ids=lambda p: p.stem)
+def test_checks_that_do_not_teach_are_collapsed(path):
+    """Issue 36: a reader's cells hold the code to learn; a cell's checks of what it
+    showed stand in a collapsed cell after it (``hide-input``). Allowed in view: the
+    parameters' guard (it must come first) and asserts inside a loop, branch or function,
+    where they are part of the computation."""
+    shown = []
+    for cell in _code_cells(path):
+        tags = set(cell.metadata.get("tags", []))
+        if tags & COLLAPSED or "parameters" in tags or "guard.config(" in cell.source:
+            continue
+        source = re.sub(r"(?m)^(\s*)[%!].*$", r"\1pass", cell.source)  # IPython magics
+        shown += [f"{cell.get('id')}: line {node.lineno}" for node in ast.parse(source).body
+                  if isinstance(node, ast.Assert)]
+    assert not shown, f"{path.name}: asserts in view (move them to a hide-input cell): {shown}"
