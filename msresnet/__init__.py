@@ -35,7 +35,8 @@ module), and on a module this docstring does not name. The layers, first to last
   ``mindrecord`` (CIFAR-10 to MindRecord), ``pipeline`` (``mindspore.dataset``: the
   binary files, MindRecord or arrays in memory);
 * ``model``: the network and its training step's parts: ``lr_schedule`` (the
-  schedules, numpy only), ``losses``, ``flops``, ``resnet`` (ResNet50), ``nesterov``
+  schedules, numpy only), ``architecture`` (ResNet50's stages, widths and
+  BatchNorm settings as plain numbers, which the PyTorch twin reads too), ``losses``, ``flops``, ``resnet`` (ResNet50), ``nesterov``
   (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
 * ``config``, at the root: the profiles, their overrides and checks (it reads the
   schedule names of ``model.lr_schedule`` and CIFAR-10's facts of ``data.cifar10``);
@@ -94,7 +95,7 @@ CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "config_rules", "config_table",
-    "run_config", "model.lr_schedule",
+    "run_config", "model.lr_schedule", "model.architecture",
     "spelling", "data.download", "data.cifar10", "data.prepare", "data.splits", "data.identity",
     "data.source",
     "data.images", "training.distributed", "training.device",

@@ -51,14 +51,18 @@ from msresnet.config_rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEE
                                    int_at_least, number, positive_int, rule_field)
 from msresnet.data.cifar10 import (IMAGE_SHAPE, NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES,
                                    TRAIN_IMAGES)
+from msresnet.model.architecture import DATA_FORMATS, STEMS
 from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
 DEVICE_TARGETS = ("CPU", "GPU", "Ascend")
 MODES = ("graph", "pynative")
-STEMS = ("imagenet", "cifar")
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
+AMP_BATCHNORM = ("float32", "float16")
+JIT_LEVELS = ("O0", "O1", "O2")
+GPU_ONLY = {"data_format": "NHWC", "amp_batchnorm": "float16", "graph_kernel": True}
+"""Speed settings only MindSpore's GPU back end has, and the value that asks for it."""
 NULL_WORDS: tuple[str, ...] = ("null", "none", "~")
 """Text that means null for a field that allows it, in any case (see the module docstring)."""
 
@@ -180,6 +184,20 @@ class Config:
                                "fixed loss scale for float16 training; 1: none")
     amp_level: str = rule_field("O3", choice(AMP_LEVELS),
                             "mixed precision: O0 float32, O2/O3 float16 (GPU/Ascend)")
+    data_format: str = rule_field(
+        "NCHW", choice(DATA_FORMATS),
+        "activation layout: NCHW, or NHWC (GPU: cuDNN's tensor-core layout); "
+        "checkpoints are the same either way")
+    amp_batchnorm: str = rule_field(
+        "float32", choice(AMP_BATCHNORM),
+        "what BatchNorm reads and writes under O2: float32 (MindSpore's O2 casts "
+        "around every BatchNorm) or float16 (float32 parameters and statistics, as "
+        "cuDNN takes them; GPU)")
+    graph_kernel: bool = rule_field(False, BOOL,
+                                    "MindSpore's graph-kernel fusion (GPU; needs AKG)")
+    jit_level: str | None = rule_field(
+        None, Rule("one of 'O0', 'O1', 'O2' or null", lambda v: v is None or v in JIT_LEVELS),
+        "graph compile level (jit_config); null: MindSpore's default")
     label_smoothing: float = rule_field(0.0, number(0, 1),
                                     "label smoothing factor; 0: plain cross-entropy")
     save_checkpoint_epochs: int = rule_field(5, positive_int(), "save a checkpoint every N epochs")
@@ -288,6 +306,11 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
               f"valid_split ({checked['valid_split']}, from {source_of('valid_split')})",
               checked["train_samples"], source_of("train_samples"))
     _check_progressive(checked, over, source_of)
+    for key, value in GPU_ONLY.items():
+        if checked[key] == value and checked["device_target"] != "GPU":
+            over(key, "device_target", f"{value!r} needs device_target 'GPU' (got {{limit}})")
+    if checked["amp_batchnorm"] == "float16" and checked["amp_level"] != "O2":
+        over("amp_batchnorm", "amp_level", "'float16' changes O2 only (amp_level {limit})")
     # ResNet50's last stage sees image_size/32 pixels a side (imagenet stem: stride 2,
     # max pool, three stride-2 stages; cifar stem: the three stages only, /8). With one
     # image of 1x1 a batch, BatchNorm has one value per channel: the unbiased variance

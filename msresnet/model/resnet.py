@@ -48,43 +48,60 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import mindspore
-from mindspore import nn, ops
-from mindspore.common.initializer import TruncatedNormal, XavierUniform
+from mindspore import Parameter, nn, ops
+from mindspore.common.initializer import TruncatedNormal, XavierUniform, initializer
 
 from msresnet.data.cifar10 import NUM_CLASSES
+from msresnet.model.architecture import (  # noqa: F401 - STEMS, STAGES ... re-exported
+    BN_EPS, BN_MOMENTUM, CLASSIFIER_SIGMA, DATA_FORMATS, EXPANSION, NO_DECAY_NAMES, STAGES,
+    STEM_CHANNELS, STEMS)
 
-STEMS = ("imagenet", "cifar")
-"""Valid values of ``stem``: ImageNet's 7x7/2 conv + 3x3/2 max-pool, or CIFAR's 3x3/1 conv."""
-
-# (name, bottleneck blocks, width of the 3x3 conv, output channels, stride of the first block)
-STAGES: tuple[tuple[str, int, int, int, int], ...] = (
-    ("layer1", 3, 64, 256, 1),
-    ("layer2", 4, 128, 512, 2),
-    ("layer3", 6, 256, 1024, 2),
-    ("layer4", 3, 512, 2048, 2),
-)
-EXPANSION = 4
-"""A bottleneck's output has 4x the channels of its 3x3 convolution."""
-
-NO_DECAY_NAMES = frozenset({"beta", "gamma", "bias"})
-"""Parameter leaf names kept out of weight decay (BatchNorm shift/scale, biases)."""
-
-_BN_EPS = 1e-4        # models repo _bn(): eps=1e-4 (MindSpore's default is 1e-5)
-_BN_MOMENTUM = 0.9    # MindSpore convention: running = 0.9 * running + 0.1 * batch
+# The network's numbers live in a MindSpore-free module, shared with the PyTorch twin.
+_BN_EPS, _BN_MOMENTUM = BN_EPS, BN_MOMENTUM
 
 
-def _conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1) -> nn.Conv2d:
+class ConvNHWC(nn.Cell):
+    """``nn.Conv2d`` for NHWC activations whose weight keeps NCHW's layout and name.
+
+    MindSpore's own ``nn.Conv2d(data_format="NHWC")`` stores its weight as
+    (out, kh, kw, in), so a checkpoint trained in NHWC would not load into the NCHW
+    network that a CPU, an export or a sweep builds. This cell stores (out, in, kh,
+    kw), drawn by the same initializer from the same seed, and hands the convolution
+    a transposed view each step (23.5 M values, small beside the activations).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int,
+                 stride: int = 1) -> None:
+        super().__init__()
+        shape = (out_channels, in_channels, kernel_size, kernel_size)
+        self.weight = Parameter(initializer(XavierUniform(), shape, mindspore.float32),
+                                name="weight")
+        self.conv = ops.Conv2D(out_channels, kernel_size, pad_mode="same", stride=stride,
+                               data_format="NHWC")
+
+    def construct(self, x):
+        return self.conv(x, ops.transpose(self.weight, (0, 2, 3, 1)))
+
+
+def _conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
+          data_format: str = "NCHW") -> nn.Cell:
     """Bias-free ``same``-padded convolution with Xavier-uniform weights (zoo's conv_init)."""
+    if data_format == "NHWC":
+        return ConvNHWC(in_channels, out_channels, kernel_size, stride)
     return nn.Conv2d(in_channels, out_channels, kernel_size=kernel_size, stride=stride,
                      pad_mode="same", has_bias=False, weight_init=XavierUniform())
 
 
-def _bn(channels: int, momentum: float = _BN_MOMENTUM) -> nn.BatchNorm2d:
-    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=momentum, gamma_init="ones",
-                          beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones")
+def _bn(channels: int, momentum: float = _BN_MOMENTUM, data_format: str = "NCHW",
+        gamma: str = "ones") -> nn.BatchNorm2d:
+    kwargs = {"data_format": data_format} if data_format != "NCHW" else {}
+    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=momentum, gamma_init=gamma,
+                          beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones",
+                          **kwargs)
 
 
-def _bn_last(channels: int, momentum: float = _BN_MOMENTUM) -> nn.BatchNorm2d:
+def _bn_last(channels: int, momentum: float = _BN_MOMENTUM,
+             data_format: str = "NCHW") -> nn.BatchNorm2d:
     """The last BatchNorm of a residual branch starts at ``gamma=0`` (zoo's ``_bn_last``).
 
     Every block then starts as the identity, so the residual stream does not grow
@@ -92,13 +109,12 @@ def _bn_last(channels: int, momentum: float = _BN_MOMENTUM) -> nn.BatchNorm2d:
     the first steps (loss 2.4 -> 10 -> 25 measured here), which is the "zero-init
     residual" of Goyal et al. (2017).
     """
-    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=momentum, gamma_init="zeros",
-                          beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones")
+    return _bn(channels, momentum, data_format, gamma="zeros")
 
 
 def _fc(in_channels: int, out_channels: int) -> nn.Dense:
     """Classifier with ``TruncatedNormal(sigma=0.01)`` weights and zero bias (zoo's dense_init)."""
-    return nn.Dense(in_channels, out_channels, weight_init=TruncatedNormal(sigma=0.01),
+    return nn.Dense(in_channels, out_channels, weight_init=TruncatedNormal(sigma=CLASSIFIER_SIGMA),
                     bias_init="zeros", has_bias=True)
 
 
@@ -112,22 +128,22 @@ class Bottleneck(nn.Cell):
 
     def __init__(self, in_channels: int, out_channels: int, stride: int = 1,
                  zero_init_residual: bool = True,
-                 bn_momentum: float = _BN_MOMENTUM) -> None:
+                 bn_momentum: float = _BN_MOMENTUM, data_format: str = "NCHW") -> None:
         super().__init__()
-        width = out_channels // EXPANSION
-        self.conv1 = _conv(in_channels, width, 1)
-        self.bn1 = _bn(width, bn_momentum)
-        self.conv2 = _conv(width, width, 3, stride=stride)
-        self.bn2 = _bn(width, bn_momentum)
-        self.conv3 = _conv(width, out_channels, 1)
+        width, f = out_channels // EXPANSION, data_format
+        self.conv1 = _conv(in_channels, width, 1, data_format=f)
+        self.bn1 = _bn(width, bn_momentum, f)
+        self.conv2 = _conv(width, width, 3, stride=stride, data_format=f)
+        self.bn2 = _bn(width, bn_momentum, f)
+        self.conv3 = _conv(width, out_channels, 1, data_format=f)
         last = _bn_last if zero_init_residual else _bn
-        self.bn3 = last(out_channels, bn_momentum)
+        self.bn3 = last(out_channels, bn_momentum, f)
         self.relu = nn.ReLU()
         self.down_sample = stride != 1 or in_channels != out_channels
         if self.down_sample:
             self.down_sample_layer = nn.SequentialCell([
-                _conv(in_channels, out_channels, 1, stride),
-                _bn(out_channels, bn_momentum)])
+                _conv(in_channels, out_channels, 1, stride, data_format=f),
+                _bn(out_channels, bn_momentum, f)])
         else:
             self.down_sample_layer = nn.Identity()
 
@@ -142,8 +158,13 @@ class ResNet50(nn.Cell):
     """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``."""
 
     def __init__(self, num_classes: int = NUM_CLASSES, stem: str = "imagenet",
-                 zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> None:
+                 zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM,
+                 data_format: str = "NCHW") -> None:
         super().__init__()
+        if data_format not in DATA_FORMATS:
+            raise ValueError(f"data_format must be one of {DATA_FORMATS}; got {data_format!r}")
+        self.nhwc = data_format == "NHWC"
+        f = data_format
         if stem not in STEMS:
             raise ValueError(f"stem must be one of {', '.join(map(repr, STEMS))}; got {stem!r}")
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
@@ -151,36 +172,40 @@ class ResNet50(nn.Cell):
         self.stem = stem
         self.num_classes = num_classes
         if stem == "imagenet":
-            self.conv1 = _conv(3, 64, 7, stride=2)
-            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="same")
+            self.conv1 = _conv(3, 64, 7, stride=2, data_format=f)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="same",
+                                        **({"data_format": f} if self.nhwc else {}))
         else:
-            self.conv1 = _conv(3, 64, 3, stride=1)
+            self.conv1 = _conv(3, 64, 3, stride=1, data_format=f)
             self.maxpool = nn.Identity()
-        self.bn1 = _bn(64, bn_momentum)
+        self.bn1 = _bn(64, bn_momentum, f)
         self.relu = nn.ReLU()
         in_channels = 64
         for name, blocks, _width, out_channels, stride in STAGES:
             layer = [Bottleneck(in_channels, out_channels, stride, zero_init_residual,
-                                bn_momentum)]
-            layer += [Bottleneck(out_channels, out_channels, 1, zero_init_residual, bn_momentum)
-                      for _ in range(blocks - 1)]
+                                bn_momentum, f)]
+            layer += [Bottleneck(out_channels, out_channels, 1, zero_init_residual, bn_momentum,
+                                 f) for _ in range(blocks - 1)]
             setattr(self, name, nn.SequentialCell(layer))
             in_channels = out_channels
         self.flatten = nn.Flatten()
         self.end_point = _fc(in_channels, num_classes)
 
     def construct(self, x):
+        if self.nhwc:  # the pipeline hands NCHW batches; one transpose of the input
+            x = ops.transpose(x, (0, 2, 3, 1))
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer1(x)
         x = self.layer2(x)
         x = self.layer3(x)
         x = self.layer4(x)
-        x = ops.mean(x, (2, 3), keep_dims=True)
+        x = ops.mean(x, (1, 2) if self.nhwc else (2, 3), keep_dims=True)
         return self.end_point(self.flatten(x))
 
 
 def resnet50(num_classes: int = NUM_CLASSES, stem: str = "imagenet",
-             zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM) -> nn.Cell:
+             zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM,
+             data_format: str = "NCHW") -> nn.Cell:
     """Build ResNet50 v1.5; ``stem`` is ``"imagenet"`` (for 224x224 input) or ``"cifar"`` (32x32).
 
     ``zero_init_residual``: the last BatchNorm of each residual branch starts at
@@ -190,10 +215,13 @@ def resnet50(num_classes: int = NUM_CLASSES, stem: str = "imagenet",
     is every BatchNorm's ``momentum`` in MindSpore's meaning (``running = m * running
     + (1 - m) * batch``; PyTorch's ``momentum`` is ``1 - m``); it changes only how
     fast the moving statistics follow the batches, not the layout either.
-    Raises ``ValueError`` naming the bad value for an unknown stem.
+    ``data_format`` ``"NHWC"`` (GPU only) runs convolutions and BatchNorm channels-last;
+    the parameters, their names and shapes are NCHW's (:class:`ConvNHWC`), so the
+    checkpoints of both load into either. Raises ``ValueError`` naming the bad value
+    for an unknown stem or format.
     """
     return ResNet50(num_classes=num_classes, stem=stem, zero_init_residual=zero_init_residual,
-                    bn_momentum=bn_momentum)
+                    bn_momentum=bn_momentum, data_format=data_format)
 
 
 def _leaf(name: str) -> str:

@@ -1,0 +1,52 @@
+"""Set a profile's speed levers and epochs from measured lever speeds, in place.
+
+Reads the levers record of ``scripts/gpu/levers.py``, takes the fastest lever
+among those that only change speed (layout, BatchNorm precision, fusion, compile
+level: never the batch or the recipe) and that trained and validated, and writes
+its settings into PROFILE together with the most epochs whose training and
+validation fit within BUDGET seconds at that speed (first-epoch compile and a
+5 % margin included). Only the ``key: value`` lines of those keys change, so the
+profile's comments stay. Prints what it chose and why.
+
+Usage: python3 scripts/gpu/choose_profile.py LEVERS.json PROFILE.yaml BUDGET_SECONDS
+"""
+
+import json
+import math
+import re
+import sys
+
+SPEED_KEYS = ("data_format", "amp_batchnorm", "graph_kernel", "jit_level")
+DEFAULTS = {"data_format": "NCHW", "amp_batchnorm": "float32", "graph_kernel": "false",
+            "jit_level": "null"}
+MARGIN = 0.95
+PER_EPOCH_OVERHEAD = 0.5  # callbacks, history, a checkpoint every few epochs (seconds)
+
+
+def main(levers_path: str, profile: str, budget: float) -> None:
+    levers = json.load(open(levers_path))
+    usable = [lv for lv in levers if "result" in lv and all(
+        o.split("=")[0] in SPEED_KEYS for o in lv["overrides"])]
+    best = max(usable, key=lambda lv: lv["result"]["images_per_second"])
+    result = best["result"]
+    text = open(profile).read()
+    valid = int(re.search(r"^valid_split: *(\d+)", text, re.M).group(1))
+    batch = int(re.search(r"^batch_size: *(\d+)", text, re.M).group(1))
+    images = (50_000 - valid) // batch * batch
+    epoch = images / result["images_per_second"]
+    check = (valid or 10_000) / result["eval_images_per_second"]
+    compile_extra = result["first_epoch_seconds"] - result["seconds"] + result["first_eval_seconds"]
+    epochs = math.floor((budget * MARGIN - compile_extra) / (epoch + check + PER_EPOCH_OVERHEAD))
+    chosen = dict(DEFAULTS, **dict(o.split("=", 1) for o in best["overrides"]), epoch_size=epochs)
+    for key, value in chosen.items():
+        text, n = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, count=1, flags=re.M)
+        assert n == 1, f"{profile} has no line for {key}"
+    open(profile, "w").write(text)
+    print(f"chose lever {best['name']} ({result['images_per_second']} images/s): "
+          f"{epoch:.1f} s training + {check:.1f} s validation an epoch, {compile_extra:.0f} s "
+          f"compile: {epochs} epochs in {budget:.0f} s x {MARGIN}; {profile}: "
+          + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]))

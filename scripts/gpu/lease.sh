@@ -1,0 +1,95 @@
+#!/bin/bash
+# One GPU lease's experiments for issue 42, in order, each skipped (and logged) when
+# too little time is left before DEADLINE (Unix seconds):
+#   probe     MindSpore's first GPU operator (seconds with precompiled sm_90 kernels;
+#             the driver's JIT otherwise, about 9 minutes on a fresh machine)
+#   pytorch   PyTorch's step at 32x32, batch 256, NCHW and channels_last
+#   levers    MindSpore's step under each speed lever (scripts/gpu/levers.py)
+#   choose    the fastest lever and the epochs that fit 15 minutes, written into
+#             configs/gpu-fast.yaml (scripts/gpu/choose_profile.py)
+#   gpu-fast  `msresnet train gpu-fast`, as shipped
+#   twin      the PyTorch twin of results/gpu/fast.yaml, 75 epochs, then of gpu-fast
+# Usage, from the repository root of a copy that nothing else writes to:
+#   setsid scripts/gpu/lease.sh RUNTIME RECORDS DEADLINE [STEPS] &
+#   RUNTIME: the folder scripts/gpu/assemble.sh unpacked; RECORDS: small files only
+#   STEPS: which of the steps above to run (default: all, in that order)
+set -u
+R=$1; O=$2; END=$3; STEPS=${4:-probe,pytorch,levers,choose,gpu-fast,twin}
+source "$R/env.sh"
+export PYTHONPATH=$PWD:$R/site:$R/whl MSRESNET_DATA_DIR=$R/data
+D=$R/data
+mkdir -p "$O"
+left() { echo $((END - $(date +%s))); }
+log() { echo "[$(date -u +%T)] $*" | tee -a "$O/chain.log"; }
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
+step() {  # step NAME SECONDS_NEEDED COMMAND...: run it unless too little time is left
+  local name=$1 need=$2; shift 2
+  if [ "$(left)" -lt "$need" ]; then log "skip $name: $(left) s left, it needs $need"; return 1; fi
+  log "start $name: $*"
+  local t=$(date +%s)
+  timeout "$(left)" "$@" > "$O/$name.log" 2>&1
+  local rc=$?
+  log "end $name: exit $rc after $(($(date +%s) - t)) s"
+  return $rc
+}
+keep() {  # keep RUN_DIR NAME: the run's small files into the records
+  mkdir -p "$O/$2"
+  find "$1" -maxdepth 1 -type f ! -name '*.ckpt' ! -name '*.mindir' ! -name '*.onnx' \
+    -exec cp {} "$O/$2/" \;
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+  echo "cores: $(nproc)"; python3 --version
+  python3 -c 'import mindspore; print("mindspore", mindspore.__version__)'
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+  ls "$R"/nv/nvidia/*/lib/ | grep -E '\.so\.[0-9]+' ; } > "$O/machine.txt" 2>&1
+nvidia-smi dmon -s u -d 5 -o T > "$O/dmon.log" 2>&1 &
+DMON=$!
+
+PROBE='import time, numpy as np, mindspore as ms
+t = time.time(); ms.set_device("GPU")
+x = ms.Tensor(np.ones((64, 3, 32, 32), np.float32))
+w = ms.Tensor(np.ones((8, 3, 3, 3), np.float32))
+y = ms.ops.conv2d(x, w, pad_mode="same") + 1
+print("probe ok", float(y.sum().asnumpy()), round(time.time() - t, 1), "s")'
+if want probe; then
+  step probe 60 timeout 120 python3 -c "$PROBE"
+  if [ $? -ne 0 ]; then
+    log "probe failed: the driver's JIT instead (sm_90 code disabled), the twin meanwhile"
+    python3 scripts/gpu/sm90_fatbin.py --disable "$R"/site/mindspore/lib/plugin/gpu/libcuda_ops.so.11 \
+      "$R"/site/mindspore/lib/plugin/gpu11.6/libnccl.so.2 >> "$O/chain.log" 2>&1
+    (python3 -c "$PROBE" > "$O/probe_jit.log" 2>&1; log "JIT probe: exit $?") &
+    JIT=$!
+    want twin && step twin_fast75 300 python3 scripts/gpu/twin.py results/gpu/fast.yaml "$D" \
+      "$O/twin_fast75.json" epoch_size=75
+    wait $JIT
+  fi
+fi
+want pytorch && step pytorch 60 python3 results/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
+if want levers; then
+  step levers 120 python3 scripts/gpu/levers.py "$O/levers.json" results/gpu/fast.yaml "$D" 25600 \
+    base: nhwc:data_format=NHWC bn16:amp_batchnorm=float16 \
+    nhwc_bn16:data_format=NHWC,amp_batchnorm=float16 \
+    nhwc_bn16_gk:data_format=NHWC,amp_batchnorm=float16,graph_kernel=true \
+    nhwc_bn16_b512:data_format=NHWC,amp_batchnorm=float16,batch_size=512 \
+    nhwc_bn16_b1024:data_format=NHWC,amp_batchnorm=float16,batch_size=1024 \
+    nhwc_bn16_jitO0:data_format=NHWC,amp_batchnorm=float16,jit_level=O0 \
+    nhwc_bn16_jitO2:data_format=NHWC,amp_batchnorm=float16,jit_level=O2
+fi
+if want choose; then
+  python3 scripts/gpu/choose_profile.py "$O/levers.json" configs/gpu-fast.yaml 900 \
+    >> "$O/chain.log" 2>&1 || log "choose failed: configs/gpu-fast.yaml as sent"
+  cp configs/gpu-fast.yaml "$O/gpu-fast.yaml"
+fi
+if want gpu-fast; then
+  step gpu_fast 960 python3 -m msresnet train gpu-fast --no_progress
+  keep runs/gpu-fast gpu_fast_run
+fi
+if want twin; then
+  [ -f "$O/twin_fast75.json" ] || step twin_fast75 300 python3 scripts/gpu/twin.py \
+    results/gpu/fast.yaml "$D" "$O/twin_fast75.json" epoch_size=75
+  step twin_gpu_fast 300 python3 scripts/gpu/twin.py configs/gpu-fast.yaml "$D" \
+    "$O/twin_gpu_fast.json"
+fi
+kill $DMON
+log "done, $(left) s before the deadline"
