@@ -61,7 +61,10 @@ def loss_figure(history: list[dict[str, Any]], params: dict[str, Any]) -> tuple[
     axes.plot(epochs, [r["train_loss"] for r in history], "o-", label="training (epoch mean)")
     axes.plot(epochs, [r["val_loss"] for r in history], "s--", label="validation")
     axes.set_xticks(epochs)
-    axes.legend()
+    # A fixed place: loc="best" searches the data, and matplotlib warns on stderr
+    # when that search is slow, which a loaded machine makes it (a stored output
+    # would then depend on the machine's load).
+    axes.legend(loc="upper right")
     smoothing = params.get("label_smoothing") or 0
     caption = ("Loss per epoch. Training: the mean loss of the epoch's steps"
                + (f", with label smoothing {smoothing:g} (so it cannot reach 0)" if smoothing
@@ -124,7 +127,7 @@ def lr_figure(history: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Fi
     axes.plot([r["step"] / steps_per_epoch for r in history], [r["lr"] for r in history], "o",
               label="recorded, last step of each epoch")
     axes.set_xticks(range(0, params["epoch_size"] + 1))
-    axes.legend()
+    axes.legend(loc="upper right")  # fixed, as in loss_figure
     warmup = params["warmup_epochs"]
     caption = (f"Learning rate of each of the {len(rates):,} steps ({steps_per_epoch:,} per "
                f"epoch): the `{params['lr_schedule']}` schedule, "
