@@ -406,8 +406,9 @@ def _read_yaml(path: Path, source: str) -> dict[str, Any]:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}", source=source) from exc
-    if data is None:
-        return {}
+    if data is None or data == {}:  # Config() alone is the Ascend recipe: never by accident
+        raise ConfigError(f"{source}: empty, names no keys; a profile sets its keys "
+                          "(copy configs/smoke.yaml)", source=source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must be a mapping of keys to values, "
                           f"got {type(data).__name__}", source=source)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -118,3 +119,75 @@ def test_report_rows_flatten_every_recorded_report(tmp_path):
         ("jit-O2", "AVX2", "O2", 82.0)]
     assert rows[0]["ms/step"] == 800.0 and rows[0]["threads"] == "default"
     assert {r["cpu"] for r in rows} == {"test CPU"}
+
+
+@pytest.fixture()
+def no_worker(monkeypatch):
+    """run_one replaced by a stub that records a worker start: a refusal must come first."""
+    started = []
+
+    def run_one(*args, **kwargs):
+        started.append(args)
+        raise RuntimeError("a worker was started")
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    return started
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--stem", "resnet"], "stem: must be one of 'imagenet', 'cifar', got 'resnet'"),
+    (["--device_target", "TPU"], "device_target: must be one of 'CPU', 'GPU', 'Ascend', "
+                                 "got 'TPU'"),
+    (["--image_size", "7"], "image_size: must be an integer >= 32, got 7"),
+    (["--json", "."], "--json: . is a folder; name the file to write"),
+    (["--json", "report.txt/bench.json"], "report.txt is a file, not a folder"),
+])
+def test_a_bad_setting_is_one_line_and_exit_2_before_any_worker(argv, line, no_worker, capsys,
+                                                                 tmp_path, monkeypatch):
+    """Issue 45: a wrong stem or device exited 3 from inside the first worker, image size 7
+    was timed, and --json naming a folder failed only after the whole benchmark."""
+    from msresnet import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "report.txt").write_text("notes")
+    assert cli.main(["bench", "--modes", "pynative", "--isa", "default", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("msresnet bench: error: ") and line in err[0], err
+    assert no_worker == [] and sorted(p.name for p in tmp_path.iterdir()) == ["report.txt"]
+
+
+@pytest.mark.parametrize("module", ["bench", "pipeline_bench"])
+def test_a_worker_dies_with_the_process_that_started_it(module, tmp_path):
+    """Issue 45: stopping msresnet reproduce killed a chapter's kernel, and the benchmark
+    worker the kernel had started ran on with parent 1. Here the parent is killed with
+    SIGKILL (no cleanup of its own can run) while its worker sleeps."""
+    import psutil
+
+    start = {"bench": "m.run_one(m.BenchSettings(), 'graph', 'default', 120)",
+             "pipeline_bench": "m.run_one(m.Setting(), 'no-data', None, 120)"}[module]
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys\n"
+        f"from msresnet.experiments import {module} as m\n"
+        "m._worker_command = lambda *a: [sys.executable, '-c', 'import time; time.sleep(120)']\n"
+        f"{start}\n")])
+    try:
+        deadline = time.monotonic() + 60
+        while not (children := psutil.Process(parent.pid).children()):
+            assert parent.poll() is None and time.monotonic() < deadline, "no worker started"
+            time.sleep(0.1)
+        (worker,) = children
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(worker.pid) and time.monotonic() < deadline:
+        try:
+            if worker.status() == psutil.STATUS_ZOMBIE:  # dead, waiting for its new parent
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        if psutil.pid_exists(worker.pid):
+            worker.kill()
+            pytest.fail(f"the worker {worker.pid} outlived its parent")

@@ -175,6 +175,24 @@ def test_truncated_checkpoint_is_reported_as_corrupt_naming_the_file(tmp_path, k
         ck.load_strict(tiny(), cut)
 
 
+@pytest.mark.parametrize("keep", [0.5, 7])
+def test_a_damaged_checkpoint_given_by_a_relative_path_names_no_other_file(tmp_path,
+                                                                           monkeypatch, keep):
+    """Issue 45: the skip reason of runs/h6a/resnet50-1_4.ckpt named REPO/resnet50-1_4.ckpt:
+    the relative path was cut out of MindSpore's absolute one, leaving a path that does
+    not exist. Every spelling of the path now becomes the file's name alone."""
+    (tmp_path / "h6a").mkdir()
+    data = save(tiny(), tmp_path / "whole.ckpt").read_bytes()
+    size = int(len(data) * keep) if isinstance(keep, float) else keep
+    (tmp_path / "h6a" / "resnet50-1_4.ckpt").write_bytes(data[:size])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ck.CheckpointCorruptError) as raised:
+        ck.read_checkpoint(Path("h6a") / "resnet50-1_4.ckpt")
+    message = str(raised.value)
+    assert "(ValueError: " in message and str(tmp_path) not in message and "h6a" not in message
+    assert message.count("resnet50-1_4.ckpt") >= 2, message  # MindSpore's own text names it
+
+
 def test_truncation_between_parameters_is_still_detected(tmp_path):
     # Cut exactly after the first parameter record: the protobuf still parses, but
     # the CRC trailer is gone and a parameter is missing -> corrupt, not a mismatch.

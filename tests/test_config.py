@@ -264,6 +264,14 @@ def test_file_that_is_not_a_mapping_is_named(tmp_path, text, message):
         load_config(path)
 
 
+@pytest.mark.parametrize("text", ["", "\n", "# my profile, keys to come\n", "{}\n"])
+def test_an_empty_file_is_refused_not_read_as_the_ascend_recipe(tmp_path, text):
+    """Issue 45: an empty profile loaded Config()'s defaults (device_target Ascend)."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: empty, names no keys")):
+        load_config(path)
+
+
 # ----------------------------------------------------------------- overrides
 def test_overrides_change_only_their_keys():
     base, changed = load_config("cpu"), load_config("cpu", {"epoch_size": 7, "profile": "cpu"})

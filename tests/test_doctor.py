@@ -233,6 +233,70 @@ def test_a_kernel_rejected_at_o3_is_mindsporess_own_line_with_the_fix(monkeypatc
     assert record["checks"][-1]["summary"] + "; " + record["checks"][-1]["fix"] in check.line()
 
 
+class _Source:
+    """A DataSource stand-in: the timed run asks it only for its evaluation images."""
+
+    def with_eval_samples(self, images):
+        return self
+
+
+class _Model:
+    """``Model`` for the timed run: training passes, ``eval`` does what ``evaluate`` says."""
+
+    def __init__(self, evaluate):
+        self.trained, self.evaluated, self.evaluate = [], [], evaluate
+
+    def train(self, epochs, dataset, callbacks, dataset_sink_mode):
+        self.trained.append((epochs, dataset))
+
+    def eval(self, dataset, dataset_sink_mode):
+        self.evaluated.append((dataset, dataset_sink_mode))
+        return self.evaluate()
+
+
+def _timed_run_with(monkeypatch, model):
+    """timed_run's own code around ``model``: the factories and the clock replaced."""
+    from msresnet.training import callbacks, factories
+
+    class Batches:
+        def get_dataset_size(self):
+            return 5
+
+    class History:
+        def __init__(self, *args):
+            epoch = {"train_seconds": 1.0, "images_per_second": 160.0, "train_loss": 2.0}
+            self.records = [dict(epoch), dict(epoch)]
+
+    monkeypatch.setattr(factories, "set_context", lambda config: None)
+    monkeypatch.setattr(factories, "make_datasets", lambda config, source: (Batches(), "eval"))
+    monkeypatch.setattr(factories, "make_model", lambda config, steps: (None, None, model, None))
+    monkeypatch.setattr(callbacks, "EpochHistory", History)
+
+
+def test_the_timed_run_validates_as_training_does_and_fails_where_validation_fails(
+        monkeypatch):
+    """Issue 45 (a mutant no test saw): without the doctor's validation pass, a GPU at O3,
+    which trains and then rejects validation, passed the doctor. The real timed_run here
+    (its factories replaced) must run validation twice as training runs it (no data sink),
+    and a model whose validation raises MindSpore's recorded O3 error fails the check."""
+    record = json.loads(O3_RECORD.read_text())
+    message = record["checks"][-1]["details"]["traceback"].split("TypeError: ", 1)[1]
+    config = load_config("gpu", {"amp_level": "O3"})
+    working = _Model(lambda: {"top1": 0.1})
+    _timed_run_with(monkeypatch, working)
+    timing = speed.timed_run(config, 5, 32, _Source())
+    assert working.trained == [(2, working.trained[0][1])]
+    assert working.evaluated == [("eval", False), ("eval", False)]
+    assert timing["eval_images_per_second"] > 0 and timing["first_eval_seconds"] >= 0
+
+    def rejected():
+        raise TypeError(message)
+    _timed_run_with(monkeypatch, _Model(rejected))
+    check = speed.check_speed(config, 5, 32, 50_000, _Source())
+    assert check.status == checks.FAIL
+    assert check.line().startswith(f"FAIL  speed: {record['checks'][-1]['summary']}; amp_level O3")
+
+
 def test_cann_version_is_read_as_mindspore_reads_it(tmp_path):
     (tmp_path / "compiler").mkdir()
     (tmp_path / "compiler" / "version.info").write_text("Version=8.5.0\nversion_dir=8.5\n")

@@ -343,3 +343,23 @@ def test_restore_brings_back_the_stored_outputs(tmp_path, monkeypatch):
         cwd=repo, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert re.search(r"\b\d+ passed\b", result.stdout)
+
+
+@pytest.mark.parametrize("ip", ["999.1.1.1", "192.0.2.1"])
+def test_an_address_it_cannot_listen_on_is_one_line_before_anything_starts(ip, monkeypatch,
+                                                                           capsys):
+    """Issue 45: ``msresnet lab --ip 999.1.1.1`` registered the kernel, started JupyterLab
+    and printed its three tracebacks (exit 1). 192.0.2.1 (TEST-NET-1) is an address of
+    no machine here."""
+    from msresnet import cli
+
+    def started(*args, **kwargs):
+        raise AssertionError("the kernel was registered or the server started")
+
+    monkeypatch.setattr(lab, "register_kernel", started)
+    monkeypatch.setattr(lab.subprocess, "Popen", started)
+    assert cli.main(["lab", "--ip", ip]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"msresnet lab: error: --ip: {ip!r} is not an address this machine can listen on"), err
+    lab.check_ip("127.0.0.1")  # and the default passes

@@ -48,3 +48,25 @@ def test_a_short_real_range_test_stops_at_its_steps(tmp_path):
     assert np.all(np.isfinite(result.loss))
     assert result.settings["valid_split"] == config.valid_split
     json.dumps(result.to_dict())  # what --json writes
+
+
+@pytest.mark.parametrize("diverge", ["0.5", "1"])
+def test_a_diverge_factor_of_1_or_less_is_refused_before_training(diverge, monkeypatch,
+                                                                   capsys, tmp_path):
+    """Issue 45: --diverge 0.5 trained one step, called it a divergence and exited 0."""
+    from msresnet import cli
+    from msresnet.experiments import lr_range
+
+    def started(*args, **kwargs):
+        raise AssertionError("the range test started")
+
+    monkeypatch.setattr(lr_range, "set_context", started)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lr-range", "smoke", "--diverge", diverge, "--json", "lr.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"msresnet lr-range: error: --diverge must be above 1 (times the smoothed loss's "
+        f"minimum), got {float(diverge)!r}"), err
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RangeTestError, match="--diverge must be above 1"):
+        range_test(load_config("smoke"), diverge=float(diverge))

@@ -124,3 +124,26 @@ def test_the_bench_finds_its_data_by_the_one_rule(monkeypatch, tmp_path):
     command = pipeline_bench._worker_command(Setting(), str(DATA_DIR), None)
     assert command[command.index("--batches_dir") + 1] == str(DATA_DIR)
     assert "--data_dir" not in command
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--data_dir", "{tmp}/nonexistent"], "no dataset folder at {tmp}/nonexistent/"
+                                          "cifar-10-batches-bin"),
+    (["--data_dir", str(DATA_ROOT), "--mindrecord_dir", "{tmp}/nope"],
+     "--mindrecord_dir: no such folder {tmp}/nope"),
+])
+def test_missing_data_is_one_line_and_exit_2_before_any_worker(argv, line, monkeypatch,
+                                                               tmp_path, capsys):
+    """Issue 45: --data_dir /nonexistent ran every worker, printed a table with an error in
+    every row and exited 0."""
+    from msresnet import cli
+
+    started = []
+    monkeypatch.setattr(pipeline_bench, "run_one",
+                        lambda *args, **kwargs: started.append(args) or 1 / 0)
+    argv = [arg.format(tmp=tmp_path) for arg in argv]
+    assert cli.main(["pipeline-bench", "--grid", "knobs", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"msresnet pipeline-bench: error: {line.format(tmp=tmp_path)}"), err
+    assert started == [] and list(tmp_path.iterdir()) == []

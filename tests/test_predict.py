@@ -239,6 +239,39 @@ def test_export_replaces_a_read_only_file(models, tmp_path):
     assert onnx.load(str(again)).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
 
 
+def test_export_replaces_only_its_own_graphs_and_keeps_the_folders_mode(models, tmp_path,
+                                                                          capsys):
+    """Issue 45: export replaced another program's resnet50.mindir without a word and
+    left the folder mode 700 (mindspore.export's chmod)."""
+    from msresnet import cli
+
+    out = tmp_path / "served"
+    out.mkdir()
+    out.chmod(0o750)
+    theirs = out / "resnet50.mindir"
+    theirs.write_bytes(b"another program's model")
+    command = ["export", str(models["ckpt"]), "--output_dir", str(out)]
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"msresnet export: error: {theirs}: not written by msresnet export"), err
+    assert "pass --force to replace it" in err[0]
+    assert theirs.read_bytes() == b"another program's model" and list(out.iterdir()) == [theirs]
+    assert cli.main([*command, "--force"]) == 0
+    assert out.stat().st_mode & 0o777 == 0o750
+    assert sorted(p.name for p in out.iterdir()) == [
+        export.EXPORT_RECORD, "resnet50.mindir", "resnet50.onnx"]
+    assert cli.main([*command, "--batch_size", "2"]) == 0  # its own: replaced, no --force
+    assert out.stat().st_mode & 0o777 == 0o750
+    onnx_file = out / "resnet50.onnx"
+    onnx_file.chmod(0o600)
+    onnx_file.write_bytes(b"edited since")  # no longer what the export wrote
+    capsys.readouterr()
+    assert cli.main(command) == 2
+    assert f"{onnx_file}: not written by msresnet export" in capsys.readouterr().err
+    assert onnx_file.read_bytes() == b"edited since"
+
+
 def test_batch_symbol_and_reshape_refusal(models, tmp_path):
     dynamic = export.make_batch_dynamic(models["onnx"], tmp_path / "dyn.onnx")
     model = predict.open_model(dynamic)

@@ -79,6 +79,28 @@ def test_only_must_name_existing_chapters(tmp_path):
     assert result.returncode != 0 and "no chapter 42" in result.stderr
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["--only", "2", "--notebooks", "{tmp}/nonexistent"],
+     "--notebooks: no such folder {tmp}/nonexistent"),
+    (["--only", "2", "--notebooks", "{tmp}"],
+     "--notebooks: no chapter notebooks (NN_name.ipynb) in {tmp}"),
+    (["--only", ""], "--only: '' is not a chapter number"),
+])
+def test_an_empty_selection_or_folder_is_named_before_anything_runs(tmp_path, capsys, argv,
+                                                                     line):
+    """Issue 45: a folder without chapters gave "--only: no chapter 2; chapters are "
+    (the folder never named), and --only '' ran all ten chapters."""
+    from msresnet import cli
+
+    argv = [arg.format(tmp=tmp_path) for arg in argv]
+    code = cli.main(["reproduce", "--profile", "smoke", "--output_dir", str(tmp_path / "run"),
+                     *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"msresnet reproduce: error: {line.format(tmp=tmp_path)}"), err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_parameters_are_checked_against_the_selected_chapters_only(tmp_path):
     # plot_epochs belongs to chapter 2; with chapter 3 alone it is unknown.
     result = run_cli("--profile", "smoke", "--only", "3", "-p", "plot_epochs", "5",

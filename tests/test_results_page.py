@@ -118,6 +118,20 @@ def test_an_incomplete_run_is_refused_with_the_reason(tmp_path, broken, message)
         record(fake_run(tmp_path, **broken), tmp_path / "dest")
 
 
+def test_the_command_names_itself_in_its_one_error_line(tmp_path, capsys):
+    """Issue 45: results-page printed "error: ..." where every other verb prints
+    "msresnet VERB: error: ..."."""
+    from msresnet import cli
+
+    folder = tmp_path / "not-a-run"
+    code = cli.main(["results-page", str(folder), "--dest", str(tmp_path / "dest"),
+                     "--page", str(tmp_path / "results.md"), "--readme", str(tmp_path / "R.md")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"msresnet results-page: error: {folder / 'run.json'}: no run.json"), err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_run_folders_come_from_typed_fields_of_run_json(tmp_path):
     """``out`` and ``train_dir`` (written by reproduce) win over the command text;
     the page's command is quoted for the shell."""

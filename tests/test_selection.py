@@ -167,6 +167,22 @@ def test_the_same_checkpoint_is_not_promoted_again(run_dir, caplog):
     assert "best.ckpt kept: epoch 1 already chosen (resnet50-1_4.ckpt)" in caplog.text
 
 
+def test_an_equal_score_keeps_a_choice_that_names_no_source(run_dir):
+    """Issue 45 (a mutant no test saw): training records ``source: null`` when the chosen
+    epoch saved no periodic checkpoint, so the same-file shortcut above cannot apply and
+    the equal-score rule alone keeps the choice. With ``<`` for ``<=`` the sweep copied
+    the 188 MB periodic file over best.ckpt and made best.previous.*."""
+    ck.save_atomic(tiny(1), run_dir / ck.BEST_CKPT, {"epoch_num": 1, "step_num": 4})
+    sel.write_best(run_dir, epoch=1, step=4, top1=0.5, top5=0.9, loss=2.0, source=None,
+                   selected_by="validation during training", evaluated_on=ON)
+    before = best_files(run_dir)
+    settled = sel.settle_best(run_dir, record(1, 0.5), ON, "checkpoint sweep", never)
+    assert settled.action == "kept" and settled.best["source"] is None
+    assert settled.standing["how"].startswith("trusted")
+    assert best_files(run_dir) == before
+    assert list(run_dir.glob("best.previous.*")) == []
+
+
 def test_an_unreadable_best_does_not_compete(run_dir):
     trained_best(run_dir, 1, 0.9)
     cut_in_half(run_dir / ck.BEST_CKPT)

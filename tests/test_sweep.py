@@ -127,6 +127,45 @@ def test_sweep_csv_names_the_images_every_row_was_scored_on(tmp_path):
         ("valid", "64", "ab" * 32, "/data/cifar-10-batches-bin")
 
 
+def test_a_run_folder_without_checkpoints_is_one_line_and_exit_2_with_nothing_written(
+        tmp_path, capsys):
+    """Issue 45: it exited 1 with an empty stderr and wrote an empty sweep.csv and .json."""
+    from msresnet import cli
+    from msresnet.config import load_config
+    from msresnet.paths import REPO_ROOT
+
+    config = load_config("smoke", {"data_dir": str(REPO_ROOT / "data")})
+    (tmp_path / "config.yaml").write_text(config.to_yaml())
+    assert cli.main(["sweep", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"msresnet sweep: error: no resnet50-<epoch>_<step>.ckpt files in {tmp_path}: "), err
+    assert [p.name for p in tmp_path.iterdir()] == ["config.yaml"]
+
+
+def test_one_data_folder_however_spelled_is_the_runs_own_and_a_copy_is_another(
+        tmp_path, monkeypatch):
+    """The folder-comparison rule of ``msresnet sweep --data_dir`` (issue 45: only the slow
+    training tests watched it): the recorded folder spelled relatively, as its
+    cifar-10-batches-bin, with a trailing slash or through a link is the run's own (no
+    override, the run's own tables); a copy elsewhere is another folder, reported."""
+    from msresnet.config import load_config
+
+    data, copy = tmp_path / "data", tmp_path / "copy"
+    for folder in (data, copy):
+        (folder / "cifar-10-batches-bin").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(data)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_config("smoke", {"data_dir": str(data)}).to_yaml())
+    monkeypatch.chdir(tmp_path)
+    for same in ("data", "./data/", str(data / "cifar-10-batches-bin"), "link", "run/../data"):
+        config, overrides = sw._run_config(run, same)
+        assert overrides == {} and config.data_dir == str(data), same
+    config, overrides = sw._run_config(run, "copy")
+    assert overrides == {"data_dir": [str(data), "copy"]} and config.data_dir == "copy"
+
+
 def test_a_sweep_on_another_data_folder_names_its_tables_apart():
     other = {**ON, "folder": "/elsewhere/copy/cifar-10-batches-bin"}
     own = sw.SweepResult([], evaluated_on=ON)

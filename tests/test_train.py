@@ -14,6 +14,7 @@ import ast
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,6 +179,20 @@ def test_parse_args_accepts_profile_config_and_overrides():
         parse_args(["smoke", "--epoch_size"])
     with pytest.raises(ConfigError, match="two profiles"):
         parse_args(["cpu", "--config", "smoke"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["smoke", "--stop_after_epoch", "0"], "--stop_after_epoch: must be a positive integer, got 0"),
+    (["smoke", "--stop_after_epoch", "-1"], "--stop_after_epoch: must be a positive integer, got -1"),
+    (["--config", ""], "profile: empty name ''"),
+    ([""], "profile: empty name ''"),
+    (["--config", " "], "profile: empty name ' '"),
+])
+def test_parse_args_refuses_a_stop_before_epoch_1_and_an_empty_profile(argv, message):
+    """Issue 45: --stop_after_epoch 0 trained a whole epoch and exited 0; --config ''
+    trained smoke. Both are refused before anything runs, naming the value."""
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        parse_args(argv)
 
 
 def test_validation_epochs_always_include_the_last():

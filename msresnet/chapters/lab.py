@@ -101,6 +101,26 @@ def server_command(notebook_dir: Path, ip: str, port: int, checkpoints: Path) ->
     ]
 
 
+def check_ip(ip: str) -> None:
+    """Raise :class:`LabError` naming ``ip`` unless this machine can listen on it.
+
+    Checked before the kernel is registered or the server started: JupyterLab given an
+    address it cannot bind (``999.1.1.1``, another machine's) printed three tracebacks
+    and exited 1. ``''`` and ``*`` (every interface, in Jupyter's spelling) pass.
+    """
+    if ip in ("", "*"):
+        return
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            ip, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind) as probe:
+            probe.bind(address)
+    except OSError as err:  # socket.gaierror included: not an address at all
+        raise LabError(f"--ip: {ip!r} is not an address this machine can listen on "
+                       f"({err.strerror or err}); e.g. 127.0.0.1, or 0.0.0.0 for every "
+                       "interface") from None
+
+
 @dataclass(frozen=True)
 class Server:
     """What a running server wrote into its runtime file (``jpserver-<pid>.json``)."""
@@ -175,6 +195,7 @@ def banner(server: Server, ip: str, display: str) -> str:
 
 def serve(ip: str, port: int, notebook_dir: Path = NOTEBOOK_DIR) -> int:
     """Register the kernel, run JupyterLab until it stops, return its exit code."""
+    check_ip(ip)  # before anything is registered or started
     register_kernel()
     checkpoints = checkpoint_dir(notebook_dir)
     checkpoints.mkdir(parents=True, exist_ok=True)

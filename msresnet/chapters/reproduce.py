@@ -85,8 +85,9 @@ def chapters(folder: Path = NOTEBOOK_DIR) -> list[Chapter]:
 
 
 def select(all_chapters: Sequence[Chapter], only: str | None) -> list[Chapter]:
-    """``--only 1,4,5`` by chapter number; every chapter when not given."""
-    if not only:
+    """``--only 1,4,5`` by chapter number; every chapter when not given (None). An
+    empty ``--only ''`` is a mistake, not "all ten chapters": refused like any typo."""
+    if only is None:
         return list(all_chapters)
     wanted = []
     for part in only.split(","):
@@ -344,9 +345,12 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
 
     ``notebook_dir`` is where the chapters are (``notebooks/``; tests pass others).
     """
-    selected = select(chapters(Path(notebook_dir)), only)
-    if not selected:
-        raise ReproduceError(f"no chapter notebooks (NN_name.ipynb) in {notebook_dir}")
+    found = chapters(Path(notebook_dir))
+    if not found:  # before --only, whose message would list no chapters
+        what = "no chapter notebooks (NN_name.ipynb) in" if Path(notebook_dir).is_dir() else \
+            "no such folder"
+        raise ReproduceError(f"--notebooks: {what} {notebook_dir}")
+    selected = select(found, only)
     declared = {c.name: declared_parameters(c.path) for c in selected}
     extras = {name for names in declared.values() for name in names} - set(FIELDS)
     user = typed_parameters(pairs, extras)

@@ -21,14 +21,13 @@ import json
 import os
 import shlex
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import jinja2
 
 from msresnet.atomic import write_text
-from msresnet.cli import ArgumentParser, USAGE_ERROR
+from msresnet.cli import ArgumentParser
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.chapters.reproduce import format_metric
@@ -330,12 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, default=Path("README.md"),
                         help="README whose reproduction-table row for this run is rewritten")
     args = parser.parse_args(argv)
-    try:
-        written = record(args.run_dir, args.dest)
-        write_page(args.dest, args.page)
-        write_readme_row(args.dest, args.readme)
-    except ResultsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+    # a ResultsError ends as msresnet.cli's one line, "msresnet results-page: error: ...", exit 2
+    written = record(args.run_dir, args.dest)
+    write_page(args.dest, args.page)
+    write_readme_row(args.dest, args.readme)
     print(f"{len(written)} files in {args.dest}; page {args.page}")
     return 0

@@ -98,7 +98,8 @@ def export_graph(net: nn.Cell, path: str | os.PathLike[str], batch_size: int, im
 
     The format follows the suffix (``.mindir`` or ``.onnx``); ``kwargs`` go to
     ``mindspore.export`` (``enc_key``, ``dataset``...). MindSpore writes the file
-    read-only; an existing file of that name is replaced.
+    read-only; an existing file of that name is replaced. The folder keeps its mode
+    (MindSpore sets it to 700).
     """
     path = Path(path)
     formats = {suffix: name for name, suffix in FORMATS.items()}
@@ -111,8 +112,13 @@ def export_graph(net: nn.Cell, path: str | os.PathLike[str], batch_size: int, im
         path.chmod(0o600)
         path.unlink()
     example = ms.Tensor(np.zeros((batch_size, 3, image_size, image_size), np.float32))
-    ms.export(net, example, file_name=str(path.with_suffix("")), file_format=formats[path.suffix],
-              **kwargs)
+    mode = path.parent.stat().st_mode & 0o7777
+    try:
+        ms.export(net, example, file_name=str(path.with_suffix("")),
+                  file_format=formats[path.suffix], **kwargs)
+    finally:  # mindspore.export makes the folder 700: the folder's owner decides its mode
+        if path.parent.stat().st_mode & 0o7777 != mode:
+            path.parent.chmod(mode)
     if not path.is_file():
         raise ExportError(f"mindspore.export did not write {path}")
     return path
@@ -361,15 +367,65 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
     return record
 
 
+EXPORT_RECORD = "resnet50.export.json"
+"""What :func:`export_checkpoint` wrote into its folder: each graph's SHA-256, and from
+which checkpoint. A file of a graph's name that it does not list with that content is
+another program's, which the next export will not replace unless forced."""
+WRITER = "msresnet export"
+
+
+def _export_record(folder: Path) -> dict[str, Any] | None:
+    """``folder``'s :data:`EXPORT_RECORD` when this command wrote it, else None."""
+    try:
+        record = json.loads((folder / EXPORT_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ours = isinstance(record, dict) and record.get("written_by") == WRITER
+    return record if ours and isinstance(record.get("files"), dict) else None
+
+
+def foreign_files(output_dir: str | os.PathLike[str]) -> list[Path]:
+    """The files in ``output_dir`` that an export would replace but did not write: a
+    ``resnet50.onnx`` or ``.mindir`` that :data:`EXPORT_RECORD` does not list with its
+    content (someone else's model, or one edited since), or a record of another program."""
+    folder = Path(output_dir)
+    record = _export_record(folder)
+    found = [folder / EXPORT_RECORD] if record is None and (folder / EXPORT_RECORD).exists() else []
+    for name in (f"resnet50{suffix}" for suffix in FORMATS.values()):
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            ours = record is not None and path.is_file() and not path.is_symlink()
+            if not (ours and record["files"].get(name) == sha256(path)):
+                found.append(path)
+    return found
+
+
 def export_checkpoint(checkpoint: str | os.PathLike[str], output_dir: str | os.PathLike[str],
-                      batch_size: int = 1, config: str | None = None) -> list[Path]:
+                      batch_size: int = 1, config: str | None = None, *,
+                      force: bool = False) -> list[Path]:
     """``msresnet export CKPT --output_dir DIR``: the network of ``checkpoint``'s run (or
     ``config``) with its weights, as MINDIR and ONNX graphs for ``batch_size`` images;
-    returns the files written."""
+    returns the files written. Files of those names that an earlier export did not
+    write (:func:`foreign_files`) are refused before any work unless ``force``: they may
+    be another program's only copy."""
     run = run_config(checkpoint, config)
+    folder = Path(output_dir)
+    foreign = [] if force else foreign_files(folder)
+    if foreign:
+        raise ExportError(f"{', '.join(map(str, foreign))}: not written by msresnet export "
+                          f"(not in {folder / EXPORT_RECORD}); pass --force to replace "
+                          f"{'them' if len(foreign) > 1 else 'it'}")
     net = network_for(checkpoint, run)
-    return [export_graph(net, Path(output_dir) / f"resnet50{suffix}", batch_size, run.image_size)
-            for suffix in FORMATS.values()]
+    record = {"written_by": WRITER, "checkpoint": str(checkpoint),
+              "checkpoint_sha256": sha256(checkpoint), "batch_size": batch_size,
+              "image_size": run.image_size, "files": {}}
+    written = []
+    for suffix in FORMATS.values():
+        path = export_graph(net, folder / f"resnet50{suffix}", batch_size, run.image_size)
+        record["files"][path.name] = sha256(path)  # recorded as each lands: a crash between
+        write_json(folder / EXPORT_RECORD, record)  # the two leaves the first one ours
+        written.append(path)
+    return written
 
 
 def _parser() -> ArgumentParser:
@@ -384,6 +440,9 @@ def _parser() -> ArgumentParser:
                                                        "config.yaml")
     parser.add_argument("--batch_size", type=positive_int, default=1, help="batch size the graphs are "
                                                              "exported for")
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace resnet50.onnx/.mindir files that {EXPORT_RECORD} in the "
+                             "folder does not list (another program's)")
     parser.add_argument("--browser", action="store_true",
                         help="write model.int8.onnx (symbolic batch, INT8) and model.json")
     parser.add_argument("--data_dir", default=None,
@@ -405,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.browser:
         with output_folder(args.output_dir):  # a failed export leaves no empty folder
             written = export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,
-                                        args.config)
+                                        args.config, force=args.force)
         print(*(f"wrote {path} ({path.stat().st_size:,} bytes)" for path in written), sep="\n")
         return 0
     with output_folder(args.output_dir):

@@ -28,10 +28,12 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -187,6 +189,43 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
 # ----------------------------------------------------------------------------------------------
 # Parent side: one subprocess per combination.
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _tie_to_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has Linux kill the child when the process that started it
+    dies (None on other systems).
+
+    ``subprocess.run`` kills its child when the caller raises, but not when the caller is
+    killed: a stopped ``msresnet reproduce`` kills the chapter's kernel, and a benchmark
+    worker the kernel had started ran on with parent 1 (issue 45). The C function is
+    looked up here, before the fork, so the child only calls it.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def tie() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            os._exit(1)
+    return tie
+
+
+def run_tied(command: list[str], timeout: float | None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``subprocess.run`` of a worker command, its output captured as text, the worker
+    killed with its parent (:func:`_tie_to_parent`); ``msresnet pipeline-bench`` too."""
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env,
+                          preexec_fn=_tie_to_parent())
+
+
 def _worker_command(settings: BenchSettings, mode: str, isa: str) -> list[str]:
     command = [sys.executable, "-m", "msresnet", "bench", "--worker",
             "--batch_size", str(settings.batch_size), "--image_size", str(settings.image_size),
@@ -207,8 +246,7 @@ def run_one(settings: BenchSettings, mode: str, isa: str, timeout: float | None 
     """Time one mode/ISA combination in a fresh Python process and return its result."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
-    completed = subprocess.run(_worker_command(settings, mode, isa), capture_output=True,
-                               text=True, timeout=timeout, env=dict(os.environ))
+    completed = run_tied(_worker_command(settings, mode, isa), timeout, env=dict(os.environ))
     for line in completed.stdout.splitlines():
         if line.startswith(RESULT_MARKER):
             return BenchResult(**json.loads(line[len(RESULT_MARKER):]))
@@ -217,9 +255,27 @@ def run_one(settings: BenchSettings, mode: str, isa: str, timeout: float | None 
                        f"{completed.returncode} and no result:\n{tail}")
 
 
+def check_settings(settings: BenchSettings) -> None:
+    """Check the settings the network and the device take by the config's own rules,
+    raising :class:`~msresnet.config.ConfigError` naming the first bad one.
+
+    Before any worker starts: a wrong stem or device target failed only inside the
+    first worker, as an unexpected error (exit 3), and an image size under 32, which
+    training refuses, was timed as if it were a run the book could make.
+    """
+    from msresnet.config import Overrides
+    from msresnet.run_config import build_run_config
+
+    build_run_config(NETWORK_PROFILE, Overrides({
+        "stem": settings.stem, "num_classes": settings.num_classes, "seed": settings.seed,
+        "image_size": settings.image_size, "device_target": settings.device_target},
+        source="bench settings"))
+
+
 def run_benchmark(settings: BenchSettings, modes: list[str], isas: list[str],
                   timeout: float | None = 1800, progress: bool = False) -> dict:
     """Time every mode x ISA combination, one fresh process each; return a JSON-ready dict."""
+    check_settings(settings)
     machine = {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
                "python": platform.python_version(), "mindspore": _version("mindspore"),
                "load_average_before": load_average()}
@@ -311,13 +367,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    settings = BenchSettings(batch_size=args.batch_size, image_size=args.image_size, stem=args.stem,
-                             num_classes=args.num_classes, steps=args.steps, warmup=args.warmup,
-                             device_target=args.device_target, seed=args.seed,
-                             threads=args.threads, jit_level=args.jit_level,
-                             graph_kernel=args.graph_kernel)
+def check_json_path(path: Path | None) -> None:
+    """Refuse a ``--json`` path that cannot be written (a folder, a path under a file, a
+    folder without write permission), raising :class:`SystemExit` with the one line.
+
+    The report is written after the whole benchmark: found only then, the mistake
+    cost minutes of timing and the results with it.
+    """
+    if path is None:
+        return
+    if path.is_dir():
+        raise SystemExit(f"--json: {path} is a folder; name the file to write, "
+                         f"e.g. {path / 'bench.json'}")
+    existing = next(parent for parent in path.absolute().parents if parent.exists())
+    if not existing.is_dir():
+        raise SystemExit(f"--json: {existing} is a file, not a folder (in {path})")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SystemExit(f"--json: cannot write in {existing} (in {path})")
+
+
+def _combinations(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """``--modes`` and ``--isa`` as lists, each value checked (SystemExit names it)."""
     modes, isas = _csv(args.modes), _csv(args.isa)
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -327,10 +397,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not isas:
         raise SystemExit(f"--isa: expected {DEFAULT_ISA} or oneDNN's values "
                          f"({', '.join(ISA_VALUES)}); got {args.isa!r}")
+    return modes, isas
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = BenchSettings(batch_size=args.batch_size, image_size=args.image_size, stem=args.stem,
+                             num_classes=args.num_classes, steps=args.steps, warmup=args.warmup,
+                             device_target=args.device_target, seed=args.seed,
+                             threads=args.threads, jit_level=args.jit_level,
+                             graph_kernel=args.graph_kernel)
+    modes, isas = _combinations(args)
     if args.worker:
         result = run_worker(settings, modes[0], isas[0])
         print(RESULT_MARKER + json.dumps(asdict(result)), flush=True)
         return 0
+    check_json_path(args.json)
     report = run_benchmark(settings, modes, isas, timeout=args.timeout, progress=True)
     print(format_table(report))
     if args.json is not None:

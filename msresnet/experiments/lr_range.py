@@ -71,6 +71,16 @@ def rates(lr_min: float, lr_max: float, steps: int) -> np.ndarray:
     return np.geomspace(lr_min, lr_max, steps).astype(np.float32)
 
 
+def check_diverge(diverge: float) -> float:
+    """``diverge`` (times the smoothed loss's minimum) must be above 1: the smoothed loss is
+    never below its own minimum, so 1 or less calls the first step a divergence (0.5
+    stopped after one step and reported a rate as if it had been measured)."""
+    if not diverge > 1:
+        raise RangeTestError(f"--diverge must be above 1 (times the smoothed loss's minimum), "
+                             f"got {diverge!r}")
+    return diverge
+
+
 @dataclass
 class RangeResult:
     """One range test: the rates tried, the losses seen and what they suggest."""
@@ -125,7 +135,7 @@ class _Recorder(Callback):
 def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, steps: int = 200,
                diverge: float = 4.0) -> RangeResult:
     """Run the test on ``config``'s training step and pipeline (no checkpoints, no validation)."""
-    lrs = rates(lr_min, lr_max, steps)
+    lrs, diverge = rates(lr_min, lr_max, steps), check_diverge(diverge)
     set_context(config)
     train_ds, _ = make_datasets(config)
     per_epoch = train_ds.get_dataset_size()
@@ -163,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the result here")
     args, rest = parser.parse_known_args(argv)
     rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
+    check_diverge(args.diverge)
     config = build_run_config(args.profile, parse_overrides(rest))
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
     ds.config.set_seed(config.seed)

@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -360,8 +359,9 @@ def run_one(setting: Setting, dataset_dir: str, mindrecord_dir: str | None = Non
             timeout: float = 900) -> Result:
     """Measure one setting in a fresh process and return its result."""
     setting.check()
-    completed = subprocess.run(_worker_command(setting, dataset_dir, mindrecord_dir),
-                               capture_output=True, text=True, timeout=timeout)
+    from msresnet.experiments.bench import run_tied  # the worker dies with its caller
+
+    completed = run_tied(_worker_command(setting, dataset_dir, mindrecord_dir), timeout)
     for line in completed.stdout.splitlines():
         if line.startswith(RESULT_MARKER):
             return Result(**json.loads(line[len(RESULT_MARKER):]))
@@ -443,6 +443,18 @@ def batches_dir(data_dir: str | None) -> str:
     return str(dataset_folder(build_run_config("cpu", overrides).data_dir))
 
 
+def check_data(batches: str, mindrecord_dir: str | None) -> None:
+    """The data the workers read, checked once before the first starts (a
+    :class:`~msresnet.data.cifar10.DatasetError` or :class:`PipelineBenchError` naming
+    the folder): a missing folder made every worker fail, and the command printed a
+    table of errors and exited 0."""
+    from msresnet.data.source import check_folder
+
+    check_folder(Path(batches))
+    if mindrecord_dir is not None and not Path(mindrecord_dir).is_dir():
+        raise PipelineBenchError(f"--mindrecord_dir: no such folder {mindrecord_dir}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="msresnet pipeline-bench",
                                      description="Measure the CIFAR-10 pipeline, alone and in training.")
@@ -468,8 +480,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.repeat < 1:
         raise SystemExit(f"--repeat must be at least 1, got {args.repeat}")
-    report = run_grid(GRIDS[args.grid](), batches_dir(args.data_dir), args.mindrecord_dir,
-                      args.repeat, progress=True)
+    batches = batches_dir(args.data_dir)
+    check_data(batches, args.mindrecord_dir)
+    report = run_grid(GRIDS[args.grid](), batches, args.mindrecord_dir, args.repeat, progress=True)
     report["grid"] = args.grid
     report["command"] = "msresnet pipeline-bench " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]))

@@ -174,6 +174,17 @@ def has_crc_trailer(path: str | os.PathLike[str]) -> bool:
         return handle.read(len(CRC_TRAILER)) == CRC_TRAILER
 
 
+def _without_folder(message: str, path: Path) -> str:
+    """``message`` with every spelling of ``path`` (absolute, resolved, as given) cut to
+    its name, keeping messages free of local paths. The longest spelling goes first:
+    replacing a relative ``runs/x/f.ckpt`` inside MindSpore's absolute ``/repo/runs/x/
+    f.ckpt`` left ``/repo/f.ckpt``, a file that does not exist (issue 45)."""
+    spellings = {str(path), os.path.abspath(path), str(path.resolve())}
+    for spelling in sorted(spellings, key=len, reverse=True):
+        message = message.replace(spelling, path.name)
+    return message
+
+
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, ms.Parameter]:
     """``mindspore.load_checkpoint`` with the checksum verified and one error type.
 
@@ -194,7 +205,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, ms.Parameter]:
         # without one only makes MindSpore log a warning.
         return ms.load_checkpoint(str(path), crc_check=has_crc_trailer(path))
     except (ValueError, RuntimeError, OSError) as error:
-        detail = str(error).replace(str(path), path.name)  # keep messages free of local paths
+        detail = _without_folder(str(error), path)
         if isinstance(error, _TOO_LARGE_FOR_MEMORY):  # intact, but not loadable here now
             raise CheckpointError(f"checkpoint {path.name}: not loaded, too large for the "
                                   f"memory available now ({detail})") from error

@@ -426,9 +426,12 @@ def run_sweep(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] 
     refused (other images, an unreadable ``best.ckpt`` of another model) is recorded
     in ``sweep.json`` and returned in ``refused``; nothing is tested then.
     """
+    folder = Path(run_dir)
+    if (folder / "config.yaml").is_file() and not list_checkpoints(folder):  # refused unwritten
+        raise FileNotFoundError(f"no {PREFIX}-<epoch>_<step>.ckpt files in {folder}: nothing to "
+                                "sweep (name the run folder that holds the checkpoints)")
     evaluator = CheckpointEvaluator.for_run(run_dir, data_dir, eval_samples, batch_size,
                                             split=split)
-    folder = Path(run_dir)
     result = sweep(folder, evaluator)
     result.write_csv(folder / result.named(SWEEP_CSV))
     settled: dict[str, Any] = {}
@@ -448,7 +451,6 @@ def run_sweep(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] 
 
 
 def _parser() -> Any:
-
     parser = ArgumentParser(prog="msresnet sweep",
                                      description="Evaluate every checkpoint of a training run.")
     parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")

@@ -70,7 +70,7 @@ from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.cli import ArgumentParser
 from msresnet.atomic import output_folder, write_json, write_text
-from msresnet.config import Config, ConfigError, parse_overrides
+from msresnet.config import Config, ConfigError, available_profiles, parse_overrides
 from msresnet.data.source import DataSource, open_data_source
 from msresnet.run_config import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
                                  recorded_config, recording)
@@ -456,11 +456,19 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bo
     args, rest = _parser().parse_known_args(argv)
     if first and args.config and first != args.config:
         raise ConfigError(f"two profiles given: {first!r} and --config {args.config!r}")
+    # '' is a typo, not "the default profile": smoke only when none is named at all
+    profile = args.config if args.config is not None else first
+    if profile is not None and not profile.strip():
+        raise ConfigError(f"profile: empty name {profile!r}; name a profile "
+                          f"({', '.join(available_profiles())}) or a YAML file", key="profile")
+    # 0 or less would still train a whole epoch before the callback could stop it
+    if args.stop_after_epoch is not None and args.stop_after_epoch < 1:
+        raise ConfigError(f"--stop_after_epoch: must be a positive integer, got "
+                          f"{args.stop_after_epoch}", key="stop_after_epoch")
     overrides = dict(parse_overrides(rest))
     if args.output_dir is not None:
         overrides["output_dir"] = args.output_dir
-    return args.config or first or "smoke", overrides, args.stop_after_epoch, \
-        not args.no_progress
+    return profile or "smoke", overrides, args.stop_after_epoch, not args.no_progress
 
 
 def main(argv: Sequence[str] | None = None) -> int:
