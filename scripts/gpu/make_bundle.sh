@@ -41,8 +41,11 @@ python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$CACHE/big" \
   nvidia-curand-cu11==10.3.0.86 nvidia-cusolver-cu11==11.4.1.48 \
   nvidia-cufft-cu11==10.9.0.58 nvidia-cusparse-cu11==11.7.5.86
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$CACHE/tools" nvidia-cuda-nvcc-cu11==11.8.89
+# numpy 1.26: MindSpore 2.10 is built against NumPy 1.x, and a machine whose python3
+# carries NumPy 2 (PyTorch's environment on the lent H100s, 2026-12-06) fails at
+# MindSpore's first operator; the runtime's whl/ comes first on PYTHONPATH.
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$WORK/small" \
-  asttokens astunparse dill 'protobuf>=7.34.1' zstandard
+  asttokens astunparse dill 'protobuf>=7.34.1' zstandard numpy==1.26.4
 python3 -c 'import lz4.block' 2>/dev/null || python3 -m pip install -q lz4
 mkdir -p "$WORK/root/site" "$WORK/root/nv"
 (cd "$WORK/root/site" && unzip -q "$CACHE"/big/mindspore-*.whl)
