@@ -55,10 +55,17 @@ ORT_FILES := ort.wasm.min.js ort-wasm-simd-threaded.mjs ort-wasm-simd-threaded.w
 WEB_ORT := web/classify/ort
 web-deps: $(WEB_ORT)/.installed
 
+# MathJax too, pinned the same way and copied to web/mathjax/ (published at the book's
+# root): the pages load it from there, not from a CDN, so a reader who opens the HTML
+# from disk without a network still sees the formulas (_config.yml: mathjax_path).
+WEB_MATHJAX := web/mathjax
+MATHJAX_DIST := node_modules/mathjax/es5
 $(WEB_ORT)/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
-	mkdir -p $(WEB_ORT)
+	mkdir -p $(WEB_ORT) $(WEB_MATHJAX)/output/chtml/fonts
 	cp $(addprefix $(ORT_DIST)/,$(ORT_FILES)) $(WEB_ORT)/
+	cp $(MATHJAX_DIST)/tex-chtml.js $(WEB_MATHJAX)/
+	cp -r $(MATHJAX_DIST)/output/chtml/fonts/woff-v2 $(WEB_MATHJAX)/output/chtml/fonts/
 	touch $@
 
 # The in-browser model from the reference run's best checkpoint (see book/classify.md).

@@ -55,7 +55,7 @@ from msresnet.model.architecture import DATA_FORMATS, STEMS
 from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
-PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "ascend")
+PROFILES: tuple[str, ...] = ("smoke", "cpu", "gpu", "gpu-fast", "ascend")
 DEVICE_TARGETS = ("CPU", "GPU", "Ascend")
 MODES = ("graph", "pynative")
 AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")

@@ -158,6 +158,28 @@ def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: 
                                        f"{scroll} px:\n  " + "\n  ".join(found))
 
 
+def test_formulas_render_from_the_books_own_mathjax(book, base_url: str,
+                                                    built_html: Path) -> None:
+    """Chapter 2's formulas are typeset by the MathJax copy the book carries
+    (``mathjax/tex-chtml.js`` at its root), with every other host answered by an empty
+    stub, as a reader without a network (or opening the files from disk) has it."""
+    context, _, external = book
+    assert (built_html / "mathjax" / "tex-chtml.js").is_file()
+    page = context.new_page()
+    try:
+        page.goto(f"{base_url}notebooks/02_config_lr.html", wait_until="load")
+        page.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
+                               timeout=15_000)
+        formulas = page.eval_on_selector_all(".math", "els => els.length")
+        typeset = page.eval_on_selector_all("mjx-container", "els => els.length")
+        scripts = page.eval_on_selector_all("script[src*='tex-chtml']", "els => els.map(e => e.src)")
+    finally:
+        page.close()
+    assert formulas >= 8 and typeset >= formulas, (formulas, typeset)
+    assert scripts and all(src.startswith(base_url) for src in scripts), scripts
+    assert not [url for url in external if "mathjax" in url], external
+
+
 def test_intro_numbers_the_chapters(book, base_url: str) -> None:
     """The intro's table of chapters and the prose pages name chapters by their number
     (Sphinx's {numref}, from _toc.yml's numbering), as the sidebar does."""

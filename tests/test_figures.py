@@ -530,3 +530,21 @@ def test_prose_pages_number_their_chapter_references() -> None:
     assert unnumbered_chapter_references({"p": "see {numref}`this <chapter-dataset>`"}, labels)
     assert not unnumbered_chapter_references(
         {"p": "see {numref}`chapter {number} <chapter-dataset>` and {ref}`setup`"}, labels)
+
+
+def test_the_pages_with_stored_errors_are_the_ones_the_statistics_page_names():
+    """The execution statistics page says which pages store an error output on purpose;
+    the notebooks say the same (a chapter that gains or loses one moves the text)."""
+    named = {"book/troubleshooting.ipynb": "the troubleshooting page",
+             "notebooks/08_export_deploy.ipynb": "chapter 8"}
+    storing = set()
+    for path in [*sorted((REPO / "notebooks").glob("*.ipynb")),
+                 *sorted((REPO / "book").glob("*.ipynb"))]:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        if any(output.get("output_type") == "error" for cell in cells
+               for output in cell.get("outputs", [])):
+            storing.add(str(path.relative_to(REPO)))
+    assert storing == set(named), storing
+    text = " ".join((REPO / "book" / "execution-statistics.md").read_text().split())
+    assert f"{len(named)} pages have them".replace("2 ", "Two ") in text
+    assert all(words in text for words in named.values())

@@ -229,3 +229,26 @@ def test_the_fast_recipe_does_about_a_third_of_the_profiles_arithmetic():
              / count_macs(make_network(gpu), gpu.image_size).total)
     assert 0.29 < ratio < 0.37, ratio
     assert "about a third of the multiply-adds per image" in MEASURED
+
+
+def test_the_intro_and_the_readme_tell_the_gpu_figures_the_records_give():
+    """One story: the intro, the README and the page's One GPU block quote the H100
+    run, its twin and the 90-epoch projection as the records give them."""
+    intro = " ".join((REPO / "book" / "intro.md").read_text().split())
+    readme = " ".join((REPO / "README.md").read_text().split())
+    page = " ".join(PAGE.split())
+    history, test, seconds = _seventy_five()
+    twin = _json(GPU / "h100-2026-12-06" / "twin_fast75.json")["test_chosen"]["top1"]
+    for text in (intro, readme):
+        assert f"75 epochs in {seconds:.1f} s of training and validation" in text
+        assert f"{100 * test['chosen']['top1']:.2f} %" in text
+        assert f"{100 * twin:.2f} %" in text
+    first = _history(RUN / "train_gpu_run")[0]
+    minutes = 90 * (first["train_seconds"] + first["eval_seconds"]) / 60
+    for text in (readme, page):
+        assert f"{first['train_seconds']:.1f} s" in text and f"{first['eval_seconds']:.1f} s" in text
+        assert f"about {round(minutes)} minutes" in text
+    assert f"{seconds:.1f} s of training and validation" in page.split("(gpu-ascend-one-gpu)=")[1]
+    assert "83 minutes" not in readme and "no GPU or NPU" not in readme
+    assert "measured on a CPU" not in intro.split("## What hardware")[0].replace(
+        "and is measured, on a CPU", "")

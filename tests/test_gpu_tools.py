@@ -1,0 +1,205 @@
+"""The GPU tools of ``scripts/gpu/`` and the speed keys they time, on the CPU.
+
+No GPU here: what can be checked without one is checked, each piece against a
+deliberate mistake.
+
+* ``sm90_fatbin.py`` rewrites a fat binary in place: a synthetic library holding one
+  fat binary (an sm_80 ELF entry and a compute_86 PTX entry) gets an sm_90 ELF entry
+  with the bytes a stand-in ``ptxas`` wrote, first, then the PTX; everything around
+  the fat binary is unchanged; ``--disable`` hides the sm_90 entry again.
+* ``choose_profile.py`` takes the fastest lever that changes speed only, never a
+  batch change, and sets the epochs that fit the budget.
+* ``twin.py`` (PyTorch, not installed here) reads the network's numbers from
+  ``msresnet.model.architecture`` and the split, schedule and profile from msresnet,
+  keeping no copy of them.
+* The config keys refuse GPU-only values elsewhere; ``amp_batchnorm: float16``
+  clears BatchNorm's casts and nothing else's; a network built off a GPU is NCHW.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TOOLS = REPO / "scripts" / "gpu"
+MAGIC = 0xBA55ED50
+
+
+def _entry(kind: int, arch: int, payload: bytes) -> bytes:
+    """A fat binary entry as nvcc lays it out (64-byte header, payload padded to 8)."""
+    padded = payload + b"\0" * (-len(payload) % 8)
+    header = bytearray(64)
+    struct.pack_into("<HHIQ", header, 0, kind, 0x0101, 64, len(padded))
+    struct.pack_into("<I", header, 28, arch)
+    struct.pack_into("<Q", header, 40, 0x11)  # 64-bit, uncompressed
+    return bytes(header) + padded
+
+
+def _library(tmp_path: Path) -> tuple[Path, bytes, bytes, int]:
+    ptx = b".version 7.6\n.target sm_86\n.address_size 64\n"
+    body = _entry(2, 80, b"\x7fELF" + b"\x01" * 4000) + _entry(1, 86, ptx)
+    fatbin = struct.pack("<IHHQ", MAGIC, 1, 16, len(body)) + body
+    before, after = b"HEAD" * 25, b"TAIL" * 25
+    path = tmp_path / "libfake.so"
+    path.write_bytes(before + fatbin + after)
+    return path, before, after, len(fatbin)
+
+
+def _fake_ptxas(tmp_path: Path, cubin: bytes) -> Path:
+    """A ptxas that checks it was asked for sm_90 and writes ``cubin``."""
+    (tmp_path / "cubin.bin").write_bytes(cubin)
+    script = tmp_path / "ptxas"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *-arch=sm_90*) ;; *) echo "not sm_90: $*" >&2; exit 1;; esac\n'
+        'while [ "$1" != "-o" ]; do shift; done\n'
+        f'cp {tmp_path / "cubin.bin"} "$2"\n')
+    script.chmod(0o755)
+    return script
+
+
+def _entries(data: bytes, start: int) -> list[tuple[int, int, bytes]]:
+    size = struct.unpack_from("<Q", data, start + 8)[0]
+    found, p = [], start + 16
+    while p < start + 16 + size:
+        kind, _, header, padded = struct.unpack_from("<HHIQ", data, p)
+        arch = struct.unpack_from("<I", data, p + 28)[0]
+        found.append((kind, arch, data[p + header:p + header + padded]))
+        p += header + padded
+    return found
+
+
+def test_sm90_code_goes_first_in_the_fat_binarys_own_bytes(tmp_path):
+    library, before, after, length = _library(tmp_path)
+    cubin = b"\x7fELF-sm90-" + bytes(range(200))
+    ptxas = _fake_ptxas(tmp_path, cubin)
+    run = subprocess.run([sys.executable, str(TOOLS / "sm90_fatbin.py"), str(ptxas), "1",
+                          str(library)], capture_output=True, text=True, check=True)
+    assert "sm_90 code for 1 of 1 fat binaries" in run.stdout
+    data = library.read_bytes()
+    assert data.startswith(before) and data.endswith(after)  # nothing else moved
+    assert len(data) == len(before) + length + len(after)
+    entries = _entries(data, len(before))
+    assert [(k, a) for k, a, _ in entries] == [(2, 90), (1, 86)]  # sm_80 code gone
+    assert entries[0][2].rstrip(b"\0") == cubin
+    assert entries[1][2].startswith(b".version 7.6")  # the driver's fallback kept
+
+    subprocess.run([sys.executable, str(TOOLS / "sm90_fatbin.py"), "--disable", str(library)],
+                   check=True, capture_output=True)
+    assert [(k, a) for k, a, _ in _entries(library.read_bytes(), len(before))] == \
+        [(2, 1), (1, 86)]
+
+
+def test_a_failed_compile_leaves_the_fat_binary_as_it_was(tmp_path):
+    library, *_ = _library(tmp_path)
+    original = library.read_bytes()
+    ptxas = tmp_path / "ptxas"
+    ptxas.write_text("#!/bin/sh\necho 'ptxas fatal   : Unresolved extern' >&2\nexit 1\n")
+    ptxas.chmod(0o755)
+    run = subprocess.run([sys.executable, str(TOOLS / "sm90_fatbin.py"), str(ptxas), "1",
+                          str(library)], capture_output=True, text=True, check=True)
+    assert "1 failed" in run.stdout and library.read_bytes() == original
+
+
+def _choose(tmp_path: Path, levers: list[dict], budget: int = 900) -> tuple[str, str]:
+    profile = tmp_path / "gpu-fast.yaml"
+    profile.write_text((REPO / "configs" / "gpu-fast.yaml").read_text())
+    record = tmp_path / "levers.json"
+    record.write_text(json.dumps(levers))
+    run = subprocess.run([sys.executable, str(TOOLS / "choose_profile.py"), str(record),
+                          str(profile), str(budget)], capture_output=True, text=True, check=True)
+    return run.stdout, profile.read_text()
+
+
+def _lever(name: str, overrides: list[str], rate: float) -> dict:
+    return {"name": name, "overrides": overrides,
+            "result": {"images_per_second": rate, "eval_images_per_second": 20000.0,
+                       "first_epoch_seconds": 20.0, "seconds": 3.0, "first_eval_seconds": 4.0}}
+
+
+def test_the_profile_takes_the_fastest_speed_lever_and_the_epochs_that_fit(tmp_path):
+    levers = [_lever("base", [], 4200.0),
+              _lever("nhwc", ["data_format=NHWC"], 6000.0),
+              _lever("b512", ["data_format=NHWC", "batch_size=512"], 9000.0),  # recipe change
+              {"name": "gk", "overrides": ["graph_kernel=true"], "error": "no AKG"}]
+    said, text = _choose(tmp_path, levers)
+    assert "chose lever nhwc" in said
+    assert re.search(r"^data_format: NHWC$", text, re.M)
+    assert re.search(r"^batch_size: 256$", text, re.M)
+    assert text.startswith("# gpu-fast:")  # the comments stay
+    epochs = int(re.search(r"^epoch_size: (\d+)$", text, re.M).group(1))
+    epoch = 44_800 / 6000 + 5000 / 20000 + 0.5
+    assert epochs * epoch + 20 <= 900 * 0.95 < (epochs + 1) * epoch + 21
+
+
+def test_the_twin_reads_the_networks_numbers_and_the_recipe_from_msresnet():
+    tree = ast.parse((TOOLS / "twin.py").read_text())
+    imported = {(node.module, alias.name) for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    for wanted in [("msresnet.model.architecture", "STAGES"),
+                   ("msresnet.model.architecture", "BN_EPS"),
+                   ("msresnet.data.splits", "hold_out"),
+                   ("msresnet.model.lr_schedule", "lr_for_config"),
+                   ("msresnet.config", "load_config")]:
+        assert wanted in imported, wanted
+    numbers = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)]
+    assert 1e-4 not in numbers and 0.01 not in numbers  # no copied BatchNorm eps or sigma
+    from msresnet.model import architecture, resnet
+    assert resnet.STAGES is architecture.STAGES and resnet._BN_EPS == architecture.BN_EPS
+
+
+@pytest.mark.parametrize("key, value", [("data_format", "NHWC"),
+                                        ("amp_batchnorm", "float16"),
+                                        ("graph_kernel", "true")])
+def test_gpu_only_speed_settings_are_refused_on_other_devices(key, value):
+    from msresnet.config import ConfigError, load_config, parse_overrides
+
+    with pytest.raises(ConfigError, match=f"{key}: .*needs device_target 'GPU'"):
+        load_config("cpu", parse_overrides([f"--{key}", value]))
+    load_config("gpu", parse_overrides([f"--{key}", value]))
+
+
+def test_float16_batchnorm_only_applies_to_o2():
+    from msresnet.config import ConfigError, load_config, parse_overrides
+
+    with pytest.raises(ConfigError, match="amp_batchnorm: 'float16' changes O2 only"):
+        load_config("gpu", parse_overrides(["--amp_batchnorm", "float16", "--amp_level", "O3"]))
+
+
+def test_float16_batchnorm_clears_the_casts_of_batchnorm_alone():
+    import msresnet  # noqa: F401  (the CPU setting before MindSpore)
+    from mindspore import nn
+
+    from msresnet.model.resnet import resnet50
+    from msresnet.training.factories import float16_with_batchnorm_inputs
+
+    net = resnet50(stem="cifar")
+    wrapped = float16_with_batchnorm_inputs(net)
+    cells = [cell for _, cell in wrapped.cells_and_names()]
+    norms = [c for c in cells if isinstance(c, nn.BatchNorm2d)]
+    convs = [c for c in cells if isinstance(c, nn.Conv2d)]
+    assert len(norms) == 53 and len(convs) == 53
+    assert all(not c.get_flags()["fp16"] and not c.get_flags()["fp32"] for c in norms)
+    assert all(c.get_flags()["fp16"] for c in convs)
+    names = [p.name for p in wrapped.get_parameters()]
+    assert names == [p.name for p in net.get_parameters()] and names[0] == "conv1.weight"
+
+
+def test_a_network_built_off_a_gpu_is_nchw_whatever_the_config_says():
+    import msresnet  # noqa: F401
+    import mindspore as ms
+
+    from msresnet.config import load_config, parse_overrides
+    from msresnet.training.factories import data_format
+
+    ms.set_device("CPU")
+    config = load_config("gpu", parse_overrides(["--data_format", "NHWC"]))
+    assert data_format(config) == "NCHW"
