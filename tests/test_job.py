@@ -282,3 +282,29 @@ def test_stored_notebook_holds_no_credentials():
     assert not re.search(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", text), "an access key id is stored"
     for secret in SECRETS:
         assert secret not in text
+
+
+@pytest.mark.parametrize("found, ok", [("2.10.0", True), ("2.7.0", True), ("2.10.0rc1", True),
+                                       ("2.7.0rc1", False), ("2.6.0", False), ("2.11.0", False)])
+def test_the_job_refuses_a_mindspore_outside_the_packages_range(found, ok):
+    """The preset image the book names carries 2.7.0rc1: refused before any staging,
+    naming the version and the install that fixes it."""
+    if ok:
+        assert job.check_mindspore_version(found) == found
+    else:
+        with pytest.raises(job.JobError, match=rf"MindSpore {found} is outside the package's "
+                                               r"range \(2.7 to below 2.11\); install "
+                                               r"mindspore==2\.10\.0"):
+            job.check_mindspore_version(found)
+
+
+def test_the_job_checks_mindspore_before_it_stages_anything(monkeypatch, tmp_path):
+    staged = []
+    monkeypatch.setattr(job, "check_mindspore_version",
+                        lambda: (_ for _ in ()).throw(job.JobError("MindSpore 2.7.0rc1 ...")))
+    monkeypatch.setattr(job, "stage_data", lambda *a: staged.append(a))
+    args = job.parse_arguments(["--data_url", str(tmp_path / "data"), "--train_url",
+                                str(tmp_path / "out"), "--config", "smoke"])
+    with pytest.raises(job.JobError, match="2.7.0rc1"):
+        job.run(args)
+    assert staged == []

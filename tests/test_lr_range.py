@@ -70,3 +70,18 @@ def test_a_diverge_factor_of_1_or_less_is_refused_before_training(diverge, monke
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(RangeTestError, match="--diverge must be above 1"):
         range_test(load_config("smoke"), diverge=float(diverge))
+
+
+def test_the_range_test_assembles_trainings_step(monkeypatch):
+    """The range test gets its optimizer, mixed precision and loss scale where training
+    does (factories.build_model): on a GPU profile a Model of its own would train in
+    float32 with updates 1024 times too small (the optimizer divides by the loss scale
+    that no one multiplied in)."""
+    import ast
+
+    from msresnet.experiments import lr_range
+
+    tree = ast.parse(open(lr_range.__file__).read())
+    called = {node.func.id for node in ast.walk(tree)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    assert "build_model" in called and "Model" not in called and "make_optimizer" not in called

@@ -282,3 +282,14 @@ def test_the_committed_figures_are_what_the_records_draw(tmp_path):
     for path in results_figures.draw_all(records, tmp_path):
         committed = np.asarray(Image.open(dest / "figures" / path.name))
         assert np.array_equal(committed, np.asarray(Image.open(path))), path.name
+
+
+@pytest.mark.parametrize("device, amp, shown", [("CPU", "O0", "float32"), ("CPU", "O3", "float32"),
+                                                ("GPU", "O2", "float16 (O2)"),
+                                                ("GPU", "O0", "float32")])
+def test_the_precision_shown_is_what_training_computed_in(device, amp, shown):
+    """The device policy decides first: a CPU run trains in float32 even when its
+    profile names an AMP level (training.device)."""
+    from msresnet.chapters.results_page import precision
+
+    assert precision({"amp_level": amp}, device) == shown

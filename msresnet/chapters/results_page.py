@@ -237,6 +237,17 @@ def _figures(dest: Path, page: Path, facts: dict[str, Any]) -> list[tuple[str, s
                                                captions) if caption]
 
 
+def precision(params: dict[str, Any], device_target: str) -> str:
+    """What the run computed in, as training decided it: the device's policy first (a CPU
+    trains in float32 whatever ``amp_level`` says), then the AMP level."""
+    from msresnet.training.device import device_policy
+
+    mixed = device_policy(device_target).mixed_precision
+    if not mixed or params["amp_level"] == "O0":
+        return "float32"
+    return f"float16 ({params['amp_level']})"
+
+
 def _page_context(dest: Path, page: Path) -> dict[str, Any]:
     """Everything ``templates/results.md.j2`` shows, from the records under ``dest``."""
     facts = _facts(dest)
@@ -251,7 +262,7 @@ def _page_context(dest: Path, page: Path) -> dict[str, Any]:
                                        "results/cpu", "--page", "book/results.md"]),
         "versions": {"mindspore": versions["mindspore"], "python": versions.get("python", "?"),
                      "numpy": versions.get("numpy", "?")},
-        "precision": "float32" if params["amp_level"] == "O0" else params["amp_level"],
+        "precision": precision(params, run["device"]["device_target"]),
         "dirty": bool(run["git"].get("dirty")),
         "dataset": _dataset(run),
         "chose_on_held_out": bool(held_out and "test_top1" in sweep),

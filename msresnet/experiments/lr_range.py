@@ -34,13 +34,13 @@ from typing import Any
 
 import mindspore.dataset as ds
 import numpy as np
-from mindspore.train import Callback, Model
+from mindspore.train import Callback
 
 from msresnet.cli import ArgumentParser, positive_int, positive_number
 from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
 from msresnet.config import Config, parse_overrides
-from msresnet.training.factories import make_datasets, make_loss, make_network, make_optimizer, set_context
+from msresnet.training.factories import build_model, make_datasets, make_network, set_context
 from msresnet.run_config import build_run_config
 
 log = logging.getLogger("msresnet.experiments.lr_range")
@@ -142,8 +142,7 @@ def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, st
     if per_epoch == 0:
         raise RangeTestError(f"no full batch of {config.batch_size} in the training images")
     net = make_network(config)
-    optimizer = make_optimizer(config, net, lrs)
-    model = Model(net, loss_fn=make_loss(config), optimizer=optimizer)
+    _, model = build_model(config, net, lrs)  # training's step: loss scale, AMP, groups
     recorder = _Recorder(steps, diverge)
     started = time.perf_counter()
     model.train(math.ceil(steps / per_epoch), train_ds, callbacks=[recorder],

@@ -322,6 +322,36 @@ def deliver_outputs(args: JobArguments, plan: JobPlan, summary: dict[str, Any]) 
         summary["uploaded_files"] = uploaded.files
 
 
+class JobError(RuntimeError):
+    """The job cannot run here as it is (the message says why and what to do)."""
+
+
+def check_mindspore_version(installed: str | None = None) -> str:
+    """The installed MindSpore's version, or :class:`JobError` when it lies outside the
+    package's range (:data:`msresnet.doctor.software.SUPPORTED`).
+
+    A ModelArts preset image brings its own MindSpore, and the one the book's pages
+    name carries 2.7.0rc1, a pre-release below the range: the job says so before it
+    stages anything, instead of failing somewhere in training. Read from the
+    package's metadata, so MindSpore is not imported here.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    from msresnet.doctor.software import SUPPORTED_TEXT, pinned_mindspore, supported_mindspore
+
+    try:
+        installed = installed or version("mindspore")
+    except PackageNotFoundError:
+        raise JobError("MindSpore is not installed in this Python; install mindspore=="
+                       f"{pinned_mindspore() or '2.10.0'} first") from None
+    if not supported_mindspore(installed):
+        raise JobError(f"MindSpore {installed} is outside the package's range "
+                       f"({SUPPORTED_TEXT}); install mindspore=={pinned_mindspore() or '2.10.0'} "
+                       "before the job (e.g. first in the boot command), or choose an image "
+                       "that has it")
+    return installed
+
+
 def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     """Stage, prepare, train, upload: ``msresnet job``'s one library function (``plan``:
     :func:`plan_job`'s, made here when not given). Returns the summary :func:`main`
@@ -334,6 +364,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     overrides = {**args.overrides, "data_dir": str(plan.data_dir),
                  "output_dir": str(plan.output_dir)}
     config = build_run_config(args.config, overrides)  # config errors before any transfer
+    check_mindspore_version()
     _log_plan(args, plan, config.profile)
     staged = stage_data(args, plan)
 

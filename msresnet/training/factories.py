@@ -195,11 +195,12 @@ def make_optimizer(config: Config, net: nn.Cell, lr: np.ndarray) -> nn.Optimizer
                        use_nesterov=config.nesterov, loss_scale=scale)
 
 
-def make_model(config: Config, steps_per_epoch: int,
-               ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
-    """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
-    net = make_network(config)
-    lr = lr_for_config(config, steps_per_epoch)
+def build_model(config: Config, net: nn.Cell, lr: np.ndarray) -> tuple[nn.Optimizer, Model]:
+    """The one place a training step is assembled around ``net`` for the rates ``lr``:
+    the optimizer with its weight-decay groups, the device's mixed precision and loss
+    scale, the loss and the metrics. Training and the learning-rate range test both
+    build theirs here, so the range test's updates are training's (on a GPU: float16
+    with the loss scaled by 1024 and the optimizer dividing by it again)."""
     amp = uses_mixed_precision(config)
     optimizer = make_optimizer(config, net, lr)
     kwargs: dict[str, Any] = {}
@@ -213,4 +214,13 @@ def make_model(config: Config, steps_per_epoch: int,
             kwargs["amp_level"] = "O0"  # the casts are set; Model adds only the loss scale
     model = Model(trained, loss_fn=make_loss(config), optimizer=optimizer,
                   metrics=make_metrics(), **kwargs)
+    return optimizer, model
+
+
+def make_model(config: Config, steps_per_epoch: int,
+               ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
+    """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
+    net = make_network(config)
+    lr = lr_for_config(config, steps_per_epoch)
+    optimizer, model = build_model(config, net, lr)
     return net, optimizer, model, lr
