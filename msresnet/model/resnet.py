@@ -119,7 +119,7 @@ def _fc(in_channels: int, out_channels: int) -> nn.Dense:
 
 
 class Bottleneck(nn.Cell):
-    """1x1 reduce -> 3x3 (carries the stride) -> 1x1 expand x4, plus the shortcut.
+    """1x1 reduce -> 3x3 (carries the stride) -> 1x1 expand x4, and the shortcut.
 
     The shortcut is the identity when shape is unchanged, else a strided 1x1
     convolution + BatchNorm (``down_sample_layer``), as in the zoo's
@@ -128,7 +128,8 @@ class Bottleneck(nn.Cell):
 
     def __init__(self, in_channels: int, out_channels: int, stride: int = 1,
                  zero_init_residual: bool = True,
-                 bn_momentum: float = _BN_MOMENTUM, data_format: str = "NCHW") -> None:
+                 bn_momentum: float = _BN_MOMENTUM,
+                 data_format: str = "NCHW") -> None:
         super().__init__()
         width, f = out_channels // EXPANSION, data_format
         self.conv1 = _conv(in_channels, width, 1, data_format=f)

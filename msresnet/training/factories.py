@@ -195,12 +195,14 @@ def make_optimizer(config: Config, net: nn.Cell, lr: np.ndarray) -> nn.Optimizer
                        use_nesterov=config.nesterov, loss_scale=scale)
 
 
-def build_model(config: Config, net: nn.Cell, lr: np.ndarray) -> tuple[nn.Optimizer, Model]:
-    """The one place a training step is assembled around ``net`` for the rates ``lr``:
-    the optimizer with its weight-decay groups, the device's mixed precision and loss
-    scale, the loss and the metrics. Training and the learning-rate range test both
-    build theirs here, so the range test's updates are training's (on a GPU: float16
-    with the loss scaled by 1024 and the optimizer dividing by it again)."""
+def build_model(config: Config, net: nn.Cell,
+                lr: np.ndarray) -> tuple[nn.Optimizer, Model]:
+    """The one place a training step is assembled around ``net`` for the rates
+    ``lr``: the optimizer with its weight-decay groups, the device's mixed
+    precision and loss scale, the loss and the metrics. Training and the
+    learning-rate range test both build theirs here, so the range test's updates
+    are training's (on a GPU: float16, the loss scaled by 1024 and the optimizer
+    dividing by it again)."""
     amp = uses_mixed_precision(config)
     optimizer = make_optimizer(config, net, lr)
     kwargs: dict[str, Any] = {}
@@ -211,7 +213,7 @@ def build_model(config: Config, net: nn.Cell, lr: np.ndarray) -> tuple[nn.Optimi
         kwargs = {"amp_level": config.amp_level, "loss_scale_manager": scale}
         if config.amp_batchnorm == "float16":
             trained = float16_with_batchnorm_inputs(net)
-            kwargs["amp_level"] = "O0"  # the casts are set; Model adds only the loss scale
+            kwargs["amp_level"] = "O0"  # casts set: Model adds the loss scale
     model = Model(trained, loss_fn=make_loss(config), optimizer=optimizer,
                   metrics=make_metrics(), **kwargs)
     return optimizer, model
@@ -219,7 +221,8 @@ def build_model(config: Config, net: nn.Cell, lr: np.ndarray) -> tuple[nn.Optimi
 
 def make_model(config: Config, steps_per_epoch: int,
                ) -> tuple[nn.Cell, nn.Optimizer, Model, np.ndarray]:
-    """Network, Momentum optimizer, ``Model`` and the per-step learning rates."""
+    """Network, Momentum optimizer, ``Model`` and the per-step learning
+    rates."""
     net = make_network(config)
     lr = lr_for_config(config, steps_per_epoch)
     optimizer, model = build_model(config, net, lr)
