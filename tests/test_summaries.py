@@ -4,7 +4,8 @@
   a test ``slow`` (which quick-test skips), so a newly slow test cannot quietly
   leave the edit-test loop.
 * The troubleshooting page's table lists every section once, each as the section
-  says (*reproduced here* or *cited*), and its closing summary counts them right.
+  says (*reproduced here*, *cited* or *measured on the project's GPUs*), and its
+  closing summary counts them right.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def test_troubleshooting_summaries_match_its_sections() -> None:
     for text in cells:
         label = re.match(r"\((ts-[\w-]+)\)=", text)
         if label:
-            kind = re.search(r"^\*[^*\n]*; (reproduced here|cited)\.\*$", text, re.M)
+            kind = re.search(r"^\*[^*\n]*; (reproduced here|cited|measured on the "
+                             r"project's GPUs)\.\*$", text, re.M)
             assert kind, f"{TROUBLESHOOTING.name}: section {label[1]} says neither " \
-                         "'reproduced here' nor 'cited'"
+                         "'reproduced here', 'cited' nor 'measured on the project's GPUs'"
             sections[label[1]] = kind[1].split()[0]
     rows = re.findall(r"^\| \{ref\}`[^`]*<(ts-[\w-]+)>` \| [^|]+ \| (\w+) \|$", cells[0], re.M)
     assert sorted(label for label, _ in rows) == sorted(sections), \
@@ -60,8 +62,11 @@ def test_troubleshooting_summaries_match_its_sections() -> None:
     closing = cells[-1]
     reproduced = re.search(r"^\* (\w+) failures reproduced", closing, re.M)
     cited = re.search(r"^\* (\w+) GPU/Ascend failures", closing, re.M)
-    assert reproduced and cited, f"{TROUBLESHOOTING.name}: the closing summary has no counts"
-    counted = {"reproduced": NUMBERS[reproduced[1].lower()], "cited": NUMBERS[cited[1].lower()]}
+    measured = re.search(r"^\* (\w+) failures measured on the project's GPUs", closing, re.M)
+    assert reproduced and cited and measured, \
+        f"{TROUBLESHOOTING.name}: the closing summary has no counts"
+    counted = {"reproduced": NUMBERS[reproduced[1].lower()], "cited": NUMBERS[cited[1].lower()],
+               "measured": NUMBERS[measured[1].lower()]}
     assert counted == {kind: list(sections.values()).count(kind)
-                       for kind in ("reproduced", "cited")}, \
+                       for kind in ("reproduced", "cited", "measured")}, \
         f"{TROUBLESHOOTING.name}: the closing summary's counts {counted} are not the sections'"
