@@ -15,7 +15,7 @@ with CUDA and cuDNN from PyPI's ``nvidia-*-cu11`` wheels. Checked here:
 * the page's list of GPU generations is what the installed wheel's kernels carry:
   the machine code (sm_XX) and PTX (compute_XX) of every fat binary in
   ``plugin/gpu/libcuda_ops.so.11``, and of the NCCL beside the 11.6 plugin, read
-  with ``results/gpu/jit_warm.py``'s reader (the pinned MindSpore only: another
+  with ``scripts/gpu/fatbin.py``'s reader (the pinned MindSpore only: another
   version's wheel carries other kernels).
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import importlib.metadata
 import re
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -117,21 +116,19 @@ def test_the_stand_in_nvcc_names_a_shipped_plugin() -> None:
 def kernel_targets(library: Path) -> dict[str, set[int]]:
     """{"sm": {60, ...}, "compute": {...}}: the machine code and PTX targets found in the
     fat binaries embedded in ``library`` (an entry of kind 2 is machine code, 1 PTX)."""
-    sys.path.insert(0, str(REPO / "results" / "gpu"))
+    sys.path.insert(0, str(REPO / "scripts" / "gpu"))
     try:
-        import jit_warm
+        import fatbin
     finally:
         sys.path.pop(0)
     found: dict[str, set[int]] = collections.defaultdict(set)
-    binaries = jit_warm.fat_binaries(str(library))
-    assert binaries, library
-    for data in binaries:
-        offset, end = 16, 16 + struct.unpack_from("<Q", data, 8)[0]
-        while offset < end:
-            kind, _, header, size = struct.unpack_from("<HHIQ", data, offset)
-            arch = struct.unpack_from("<I", data, offset + 28)[0]
-            found[{1: "compute", 2: "sm"}[kind]].add(arch)
-            offset += header + size
+    image, handle = fatbin.mapped(library)
+    with handle:
+        binaries = fatbin.fat_binaries(image)
+        assert binaries, library
+        for offset, size in binaries:
+            for entry in fatbin.entries(image, offset, size):
+                found[{1: "compute", 2: "sm"}[entry.kind]].add(entry.arch)
     return dict(found)
 
 

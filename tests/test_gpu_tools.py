@@ -153,7 +153,7 @@ def test_the_twin_reads_the_networks_numbers_and_the_recipe_from_msresnet():
     numbers = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)]
     assert 1e-4 not in numbers and 0.01 not in numbers  # no copied BatchNorm eps or sigma
     from msresnet.model import architecture, resnet
-    assert resnet.STAGES is architecture.STAGES and resnet._BN_EPS == architecture.BN_EPS
+    assert resnet.STAGES is architecture.STAGES and resnet.BN_EPS is architecture.BN_EPS
 
 
 @pytest.mark.parametrize("key, value", [("data_format", "NHWC"),

@@ -63,6 +63,9 @@ RECORDS_PER_FILE: int | None = IMAGES_PER_FILE
 # chapter 1 for the computation. We keep them so results compare with the repo.
 CIFAR10_MEAN: tuple[float, float, float] = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD: tuple[float, float, float] = (0.2023, 0.1994, 0.2010)
+CROP_PADDING = 4
+"""Pixels of zeros around each training image before its random 32x32 crop (the
+standard CIFAR augmentation; the MindSpore pipeline and the PyTorch twin both read it)."""
 
 
 class DatasetError(ValueError):

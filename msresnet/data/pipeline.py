@@ -42,13 +42,11 @@ import numpy as np
 
 # The normalisation constants are CIFAR-10's facts (the MindSpore-free image code a
 # deployed model uses reads the same); re-exported here for the chapters.
-from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, read_records
+from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CROP_PADDING, read_records
 from msresnet.data.images import NATIVE_SIZE
 from msresnet.data.mindrecord import SPLIT_FILES, check_file, mindrecord_path
 from msresnet.data.source import check_folder  # the one check with its advice
 
-CROP_PADDING = 4
-"""Pixels of zeros around each training image before its random 32x32 crop."""
 USAGES = ("train", "test")
 SOURCES = ("binary", "mindrecord", "numpy")
 """The three ways to feed the same images (chapter 9): ``Cifar10Dataset`` on the

@@ -339,16 +339,15 @@ def check_mindspore_version(installed: str | None = None) -> str:
 
     from msresnet.doctor.software import SUPPORTED_TEXT, pinned_mindspore, supported_mindspore
 
+    install = f"install mindspore=={pinned_mindspore() or '2.10.0'}"
     try:
         installed = installed or version("mindspore")
     except PackageNotFoundError:
-        raise JobError("MindSpore is not installed in this Python; install mindspore=="
-                       f"{pinned_mindspore() or '2.10.0'} first") from None
+        raise JobError(f"MindSpore is not installed in this Python; {install} first") from None
     if not supported_mindspore(installed):
         raise JobError(f"MindSpore {installed} is outside the package's range "
-                       f"({SUPPORTED_TEXT}); install mindspore=={pinned_mindspore() or '2.10.0'} "
-                       "before the job (e.g. first in the boot command), or choose an image "
-                       "that has it")
+                       f"({SUPPORTED_TEXT}); {install} before the job (e.g. first in the "
+                       "boot command), or choose an image that has it")
     return installed
 
 

@@ -52,13 +52,10 @@ from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import TruncatedNormal, XavierUniform, initializer
 
 from msresnet.data.cifar10 import NUM_CLASSES
+# The network's numbers live in a MindSpore-free module, shared with the PyTorch twin.
 from msresnet.model.architecture import (  # noqa: F401 - STEMS, STAGES ... re-exported
     BN_EPS, BN_MOMENTUM, CLASSIFIER_SIGMA, DATA_FORMATS, EXPANSION, NO_DECAY_NAMES, STAGES,
     STEM_CHANNELS, STEMS)
-
-# The network's numbers live in a MindSpore-free module, shared with the PyTorch twin.
-_BN_EPS, _BN_MOMENTUM = BN_EPS, BN_MOMENTUM
-
 
 class ConvNHWC(nn.Cell):
     """``nn.Conv2d`` for NHWC activations whose weight keeps NCHW's layout and name.
@@ -92,15 +89,15 @@ def _conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1
                      pad_mode="same", has_bias=False, weight_init=XavierUniform())
 
 
-def _bn(channels: int, momentum: float = _BN_MOMENTUM, data_format: str = "NCHW",
+def _bn(channels: int, momentum: float = BN_MOMENTUM, data_format: str = "NCHW",
         gamma: str = "ones") -> nn.BatchNorm2d:
     kwargs = {"data_format": data_format} if data_format != "NCHW" else {}
-    return nn.BatchNorm2d(channels, eps=_BN_EPS, momentum=momentum, gamma_init=gamma,
+    return nn.BatchNorm2d(channels, eps=BN_EPS, momentum=momentum, gamma_init=gamma,
                           beta_init="zeros", moving_mean_init="zeros", moving_var_init="ones",
                           **kwargs)
 
 
-def _bn_last(channels: int, momentum: float = _BN_MOMENTUM,
+def _bn_last(channels: int, momentum: float = BN_MOMENTUM,
              data_format: str = "NCHW") -> nn.BatchNorm2d:
     """The last BatchNorm of a residual branch starts at ``gamma=0`` (zoo's ``_bn_last``).
 
@@ -128,7 +125,7 @@ class Bottleneck(nn.Cell):
 
     def __init__(self, in_channels: int, out_channels: int, stride: int = 1,
                  zero_init_residual: bool = True,
-                 bn_momentum: float = _BN_MOMENTUM,
+                 bn_momentum: float = BN_MOMENTUM,
                  data_format: str = "NCHW") -> None:
         super().__init__()
         width, f = out_channels // EXPANSION, data_format
@@ -159,7 +156,7 @@ class ResNet50(nn.Cell):
     """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``."""
 
     def __init__(self, num_classes: int = NUM_CLASSES, stem: str = "imagenet",
-                 zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM,
+                 zero_init_residual: bool = True, bn_momentum: float = BN_MOMENTUM,
                  data_format: str = "NCHW") -> None:
         super().__init__()
         if data_format not in DATA_FORMATS:
@@ -173,15 +170,15 @@ class ResNet50(nn.Cell):
         self.stem = stem
         self.num_classes = num_classes
         if stem == "imagenet":
-            self.conv1 = _conv(3, 64, 7, stride=2, data_format=f)
+            self.conv1 = _conv(3, STEM_CHANNELS, 7, stride=2, data_format=f)
             self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="same",
                                         **({"data_format": f} if self.nhwc else {}))
         else:
-            self.conv1 = _conv(3, 64, 3, stride=1, data_format=f)
+            self.conv1 = _conv(3, STEM_CHANNELS, 3, stride=1, data_format=f)
             self.maxpool = nn.Identity()
-        self.bn1 = _bn(64, bn_momentum, f)
+        self.bn1 = _bn(STEM_CHANNELS, bn_momentum, f)
         self.relu = nn.ReLU()
-        in_channels = 64
+        in_channels = STEM_CHANNELS
         for name, blocks, _width, out_channels, stride in STAGES:
             layer = [Bottleneck(in_channels, out_channels, stride, zero_init_residual,
                                 bn_momentum, f)]
@@ -205,7 +202,7 @@ class ResNet50(nn.Cell):
 
 
 def resnet50(num_classes: int = NUM_CLASSES, stem: str = "imagenet",
-             zero_init_residual: bool = True, bn_momentum: float = _BN_MOMENTUM,
+             zero_init_residual: bool = True, bn_momentum: float = BN_MOMENTUM,
              data_format: str = "NCHW") -> nn.Cell:
     """Build ResNet50 v1.5; ``stem`` is ``"imagenet"`` (for 224x224 input) or ``"cifar"`` (32x32).
 

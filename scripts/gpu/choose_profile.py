@@ -16,9 +16,14 @@ import math
 import re
 import sys
 
-SPEED_KEYS = ("data_format", "amp_batchnorm", "graph_kernel", "jit_level")
-DEFAULTS = {"data_format": "NCHW", "amp_batchnorm": "float32", "graph_kernel": "false",
-            "jit_level": "null"}
+import yaml
+
+from msresnet.config import FIELDS, GPU_ONLY, load_config
+from msresnet.data.cifar10 import TRAIN_IMAGES
+from msresnet.model.lr_schedule import steps_per_epoch
+
+SPEED_KEYS = (*GPU_ONLY, "jit_level")
+"""The keys that change the step's speed and nothing it computes."""
 MARGIN = 0.95
 PER_EPOCH_OVERHEAD = 0.5  # callbacks, history, a checkpoint every few epochs (seconds)
 
@@ -29,15 +34,16 @@ def main(levers_path: str, profile: str, budget: float) -> None:
         o.split("=")[0] in SPEED_KEYS for o in lv["overrides"])]
     best = max(usable, key=lambda lv: lv["result"]["images_per_second"])
     result = best["result"]
-    text = open(profile).read()
-    valid = int(re.search(r"^valid_split: *(\d+)", text, re.M).group(1))
-    batch = int(re.search(r"^batch_size: *(\d+)", text, re.M).group(1))
-    images = (50_000 - valid) // batch * batch
+    config = load_config(profile)
+    images = steps_per_epoch(TRAIN_IMAGES - config.valid_split,
+                             config.batch_size) * config.batch_size
     epoch = images / result["images_per_second"]
-    check = (valid or 10_000) / result["eval_images_per_second"]
+    check = (config.valid_split or 10_000) / result["eval_images_per_second"]
     compile_extra = result["first_epoch_seconds"] - result["seconds"] + result["first_eval_seconds"]
     epochs = math.floor((budget * MARGIN - compile_extra) / (epoch + check + PER_EPOCH_OVERHEAD))
-    chosen = dict(DEFAULTS, **dict(o.split("=", 1) for o in best["overrides"]), epoch_size=epochs)
+    defaults = {key: yaml.safe_dump(FIELDS[key].default).split("\n")[0] for key in SPEED_KEYS}
+    chosen = dict(defaults, **dict(o.split("=", 1) for o in best["overrides"]), epoch_size=epochs)
+    text = open(profile).read()
     for key, value in chosen.items():
         text, n = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, count=1, flags=re.M)
         assert n == 1, f"{profile} has no line for {key}"

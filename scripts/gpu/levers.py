@@ -32,10 +32,7 @@ def worker(profile: str, data_dir: str, images: int, overrides: list[str]) -> No
     from msresnet.config import load_config, parse_overrides
     from msresnet.doctor.speed import timed_run
 
-    args = ["--data_dir", data_dir]
-    for item in overrides:
-        key, _, value = item.partition("=")
-        args += [f"--{key}", value]
+    args = [f"--data_dir={data_dir}", *(f"--{item}" for item in overrides)]  # key=value
     config = load_config(profile, parse_overrides(args))
     result = timed_run(config, max(1, images // config.batch_size), config.batch_size)
     print("LEVER " + json.dumps(result), flush=True)

@@ -51,15 +51,16 @@ mkdir -p "$WORK/root/site" "$WORK/root/nv"
 (cd "$WORK/root/site" && unzip -q "$CACHE"/big/mindspore-*.whl)
 for w in "$CACHE"/big/nvidia_*.whl; do (cd "$WORK/root/nv" && unzip -q -o "$w"); done
 M="$WORK/root/site/mindspore/lib"
-[ "${KEEP_AKG:-0}" = 1 ] || rm -f "$M/plugin/cpu/libakg.so" "$M/plugin/gpu11.6/libakg.so"
-rm -f "$M/plugin/cpu/libakg.so"  # the CPU back end's fusion: never used on the GPU machine
+# AKG: the CPU back end's is never used there; the GPU's only with KEEP_AKG=1.
+rm -f "$M/plugin/cpu/libakg.so"
+[ "${KEEP_AKG:-0}" = 1 ] || rm -f "$M/plugin/gpu11.6/libakg.so"
 rm -rf "$M/plugin/ascend" "$M"/plugin/libmindspore_ascend.so.* "$M/plugin/libmindspore_ops_ascend.so" \
   "$M/plugin/libmindspore_gpu.so.11.1" "$M/plugin/gpu11.1" "$WORK"/root/nv/nvidia/cufft/lib/libcufftw.so.* \
   "$WORK"/root/nv/nvidia/cublas/lib/libnvblas.so.* "$WORK"/root/nv/nvidia/cusolver/lib/libcusolverMg.so.* \
   "$WORK"/root/nv/nvidia/cudnn/lib/libcudnn_adv_*
 # MindSpore's kernels and NCCL: sm_90 code compiled here once (about 7 minutes on 2
 # cores), kept in CACHE for the next build of the same wheel.
-KEY=$(cat "$CACHE"/big/mindspore-2.10.0-*.whl "$HERE/sm90_fatbin.py" | sha256sum | cut -c1-16)
+KEY=$(cat "$CACHE"/big/mindspore-2.10.0-*.whl "$HERE/sm90_fatbin.py" "$HERE/fatbin.py" | sha256sum | cut -c1-16)
 if [ ! -f "$CACHE/sm90-$KEY/libcuda_ops.so.11" ]; then
   mkdir -p "$CACHE/sm90-$KEY.tmp" "$CACHE/ptxas"
   (cd "$CACHE/ptxas" && unzip -q -o "$CACHE"/tools/nvidia_cuda_nvcc_cu11-*.whl 'nvidia/cuda_nvcc/bin/ptxas')

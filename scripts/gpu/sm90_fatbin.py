@@ -29,7 +29,6 @@ Usage::
 Prints per library how many fat binaries got sm_90 code, how many were left as
 they were (and why), and the time taken.
 """
-import mmap
 import multiprocessing
 import os
 import struct
@@ -38,36 +37,10 @@ import sys
 import tempfile
 import time
 
-MAGIC = 0xBA55ED50
-KIND_PTX, KIND_ELF = 1, 2
+from fatbin import KIND_ELF, KIND_PTX, entries, fat_binaries, mapped
+
 COMPRESSED = 0x2000
 TARGET = 90
-
-
-def entries(image, start, end):
-    """(offset, header_size, padded_size, kind, arch) of each entry of one fat binary."""
-    found, p = [], start
-    while p + 64 <= end:
-        kind, _, header, padded = struct.unpack_from("<HHIQ", image, p)
-        if header < 64 or p + header + padded > end:
-            break
-        found.append((p, header, padded, kind, struct.unpack_from("<I", image, p + 28)[0]))
-        p += header + padded
-    return found
-
-
-def fat_binaries(image):
-    """(offset, size) of every fat binary in a mapped library (size without its header)."""
-    found, i = [], 0
-    magic = struct.pack("<I", MAGIC)
-    while (j := image.find(magic, i)) >= 0:
-        _, header, size = struct.unpack_from("<HHQ", image, j + 4)
-        if header != 16 or size <= 0 or j + header + size > len(image):
-            i = j + 4
-            continue
-        found.append((j, size))
-        i = j + header + size
-    return found
 
 
 def ptx_options(image, offset, header):
@@ -125,42 +98,55 @@ def elf_entry(template, cubin, room):
     return bytes(header) + payload + b"\0" * (padded - len(payload))
 
 
+def plan(image, ptxas):
+    """For each fat binary without sm_90 code: (offset, size, its best PTX entry, an ELF
+    entry whose header to copy), and the compile job of that PTX."""
+    plans, jobs = [], []
+    for offset, size in fat_binaries(image):
+        found = entries(image, offset, size)
+        if any(e.kind == KIND_ELF and e.arch == TARGET for e in found):
+            continue  # already has sm_90 code
+        ptx = [e for e in found if e.kind == KIND_PTX and e.arch <= TARGET]
+        elf = [e for e in found if e.kind == KIND_ELF and e.header == 64]
+        if not ptx or not elf:
+            continue
+        best = max(ptx, key=lambda e: e.arch)
+        plans.append((offset, size, best, elf[0]))
+        jobs.append((len(jobs), ptxas, ptx_text(image, best.offset, best.header),
+                     ptx_options(image, best.offset, best.header)))
+    return plans, jobs
+
+
+def write_back(image, offset, size, best, elf, cubin):
+    """The fat binary at ``offset`` rewritten in its own bytes: the sm_90 entry, the PTX
+    entry when there is room for it, zeros; False when the code does not fit at all."""
+    ptx_entry = bytes(image[best.offset:best.payload.stop])
+    template = bytes(image[elf.offset:elf.offset + 64])
+    new = elf_entry(template, cubin, size - len(ptx_entry))
+    if len(new) + len(ptx_entry) > size:  # no room for the fallback
+        new, ptx_entry = elf_entry(template, cubin, size), b""
+    if len(new) > size:
+        return False
+    body = new + ptx_entry
+    image[offset + 16:offset + 16 + size] = body + b"\0" * (size - len(body))
+    struct.pack_into("<Q", image, offset + 8, len(body))
+    return True
+
+
 def rewrite(path, ptxas, workers):
     start = time.time()
-    with open(path, "r+b") as handle:
-        image = mmap.mmap(handle.fileno(), 0)
-        plans, jobs = [], []
-        for offset, size in fat_binaries(image):
-            found = entries(image, offset + 16, offset + 16 + size)
-            if any(k == KIND_ELF and a == TARGET for _, _, _, k, a in found):
-                continue  # already has sm_90 code
-            ptx = [e for e in found if e[3] == KIND_PTX and e[4] <= TARGET]
-            elf = [e for e in found if e[3] == KIND_ELF and e[1] == 64]
-            if not ptx or not elf:
-                continue
-            best = max(ptx, key=lambda e: e[4])
-            plans.append((offset, size, best, elf[0]))
-            jobs.append((len(jobs), ptxas, ptx_text(image, best[0], best[1]),
-                         ptx_options(image, best[0], best[1])))
+    image, handle = mapped(path, writable=True)
+    with handle:
+        plans, jobs = plan(image, ptxas)
         done, failed, skipped = 0, [], 0
         with multiprocessing.Pool(workers) as pool:
             for index, cubin, message in pool.imap_unordered(compile_ptx, jobs, chunksize=4):
-                offset, size, best, elf = plans[index]
                 if cubin is None:
                     failed.append(message)
-                    continue
-                ptx_entry = bytes(image[best[0]:best[0] + best[1] + best[2]])
-                template = bytes(image[elf[0]:elf[0] + 64])
-                new = elf_entry(template, cubin, size - len(ptx_entry))
-                if len(new) + len(ptx_entry) > size:  # no room for the fallback
-                    new, ptx_entry = elf_entry(template, cubin, size), b""
-                if len(new) > size:
+                elif write_back(image, *plans[index], cubin):
+                    done += 1
+                else:
                     skipped += 1
-                    continue
-                body = new + ptx_entry
-                image[offset + 16:offset + 16 + size] = body + b"\0" * (size - len(body))
-                struct.pack_into("<Q", image, offset + 8, len(body))
-                done += 1
         image.flush()
     print(f"{path}: sm_{TARGET} code for {done} of {len(plans)} fat binaries; "
           f"{skipped} did not fit, {len(failed)} failed {failed[:2]}; "
@@ -171,12 +157,12 @@ def disable(path):
     """Mark every sm_90 ELF entry as another architecture, so the driver skips it and
     compiles the PTX beside it as before (the way back if the driver rejects the code)."""
     count = 0
-    with open(path, "r+b") as handle:
-        image = mmap.mmap(handle.fileno(), 0)
+    image, handle = mapped(path, writable=True)
+    with handle:
         for offset, size in fat_binaries(image):
-            for p, _, _, kind, arch in entries(image, offset + 16, offset + 16 + size):
-                if kind == KIND_ELF and arch == TARGET:
-                    struct.pack_into("<I", image, p + 28, 1)
+            for entry in entries(image, offset, size):
+                if entry.kind == KIND_ELF and entry.arch == TARGET:
+                    struct.pack_into("<I", image, entry.offset + 28, 1)
                     count += 1
         image.flush()
     print(f"{path}: {count} sm_{TARGET} entries disabled", flush=True)

@@ -56,13 +56,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from msresnet.config import load_config, parse_overrides
-from msresnet.data.cifar10 import (CIFAR10_MEAN, CIFAR10_STD, dataset_folder, read_records)
+from msresnet.data.cifar10 import (CIFAR10_MEAN, CIFAR10_STD, CROP_PADDING, dataset_folder,
+                                   read_records)
 from msresnet.data.splits import hold_out, training_records
 from msresnet.model.lr_schedule import lr_for_config
 from msresnet.model.architecture import (BN_EPS, CLASSIFIER_SIGMA, EXPANSION, STAGES,
                                          STEM_CHANNELS)
 
-PAD = 4  # msresnet.data.pipeline.CROP_PADDING (that module imports MindSpore)
 
 
 class SameConv(nn.Conv2d):
@@ -178,11 +178,12 @@ class Images:
         x = self.pixels[index]
         n = x.shape[0]
         if augment:
-            padded = F.pad(x, (PAD, PAD, PAD, PAD))
-            dy = torch.randint(0, 2 * PAD + 1, (n,), device=x.device, generator=generator)
-            dx = torch.randint(0, 2 * PAD + 1, (n,), device=x.device, generator=generator)
+            pad = CROP_PADDING
+            padded = F.pad(x, (pad, pad, pad, pad))
+            dy = torch.randint(0, 2 * pad + 1, (n,), device=x.device, generator=generator)
+            dx = torch.randint(0, 2 * pad + 1, (n,), device=x.device, generator=generator)
             ar = torch.arange(32, device=x.device)
-            rows = (dy[:, None] + ar)[:, None, :, None].expand(n, 3, 32, 32 + 2 * PAD)
+            rows = (dy[:, None] + ar)[:, None, :, None].expand(n, 3, 32, 32 + 2 * pad)
             cols = (dx[:, None] + ar)[:, None, None, :].expand(n, 3, 32, 32)
             x = padded.gather(2, rows).gather(3, cols)
             flip = torch.rand(n, device=x.device, generator=generator) < 0.5
@@ -234,14 +235,12 @@ def evaluate(net: nn.Module, images: Images, size: int, batch: int = 1000) -> di
 def main(argv: list[str]) -> None:
     profile, data_dir, out = argv[:3]
     twin = {"cutout": 0, "init": "xavier"}
-    plain = []
     for item in argv[3:]:
         key, _, value = item.partition("=")
         if key.startswith("twin."):
             twin[key[5:]] = type(twin[key[5:]])(value)
-        else:
-            plain += [f"--{key}", value]
-    config = load_config(profile, parse_overrides(plain))
+    plain = [f"--{item}" for item in argv[3:] if not item.startswith("twin.")]
+    config = load_config(profile, parse_overrides(plain))  # key=value, as --key=value
     if config.progressive_size is not None or config.ema_decay:
         raise SystemExit("twin.py: progressive resizing and ema_decay are not twinned")
     torch.manual_seed(config.seed)

@@ -19,7 +19,6 @@ Run ``warm`` with the ``CUDA_CACHE_PATH`` and ``CUDA_CACHE_MAXSIZE`` the trainin
 will use. It prints how many modules it loaded and in how long.
 """
 import lzma
-import mmap
 import multiprocessing
 import os
 import struct
@@ -27,23 +26,14 @@ import sys
 import time
 from ctypes import CDLL, byref, c_int, c_void_p
 
-MAGIC = struct.pack("<I", 0xBA55ED50)  # a CUDA fat binary's header
+import fatbin
 
 
 def fat_binaries(path):
     """Every fat binary embedded in the shared library ``path``, byte for byte."""
-    found = []
-    with open(path, "rb") as handle:
-        image = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        i = 0
-        while (j := image.find(MAGIC, i)) >= 0:
-            _, header, size = struct.unpack_from("<HHQ", image, j + 4)
-            if header != 16 or size <= 0 or j + header + size > len(image):
-                i = j + 4
-                continue
-            found.append(bytes(image[j:j + header + size]))
-            i = j + header + size
-    return found
+    image, handle = fatbin.mapped(path)
+    with handle:
+        return [bytes(image[j:j + 16 + size]) for j, size in fatbin.fat_binaries(image)]
 
 
 def pack(out, libraries):
