@@ -3,8 +3,11 @@
 # too little time is left before DEADLINE (Unix seconds):
 #   probe     MindSpore's first GPU operator (seconds with precompiled sm_90 kernels;
 #             the driver's JIT otherwise, about 9 minutes on a fresh machine)
+#   airbench  airbench94/96 (scripts/gpu/airbench.py) on this data: what a recipe known
+#             to reach 94 % / 96 % on the official files reaches on this copy
 #   pytorch   PyTorch's step at 32x32, batch 256, NCHW and channels_last
-#   levers    MindSpore's step under each speed lever (scripts/gpu/levers.py)
+#   levers    MindSpore's step under each speed lever (scripts/gpu/levers.py), then
+#             the profiler's kernel tables for the default and the NHWC step
 #   choose    the fastest lever and the epochs that fit 15 minutes, written into
 #             configs/gpu-fast.yaml (scripts/gpu/choose_profile.py)
 #   gpu-fast  `msresnet train gpu-fast`, as shipped
@@ -18,8 +21,20 @@
 # Such a loop must not match its own command line (pgrep -f "[l]ease.sh").
 #   STEPS: which of the steps above to run (default: all, in that order)
 set -u
-R=$1; O=$2; END=$3; STEPS=${4:-probe,pytorch,levers,choose,gpu-fast,twin}
+R=$1; O=$2; END=$3; STEPS=${4:-probe,airbench,pytorch,levers,choose,gpu-fast,twin}
+AIRBENCH=${AIRBENCH:-airbench94:8 airbench96:1}
 source "$R/env.sh"
+# Wheels that travel beside the bundle in .whl/: NumPy 1.x (MindSpore 2.10 fails at
+# its first operator under the NumPy 2 of PyTorch's environment) and CUPTI (the
+# profiler's lever); installed into the runtime once.
+if [ -d .whl ]; then
+  ls .whl/numpy-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/numpy" ] && \
+    python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/numpy-*.whl
+  for w in .whl/nvidia_*.whl; do [ -f "$w" ] && unzip -q -o "$w" -d "$R/nv"; done
+fi
+CUPTI=$R/nv/nvidia/cuda_cupti/lib
+[ -d "$CUPTI" ] && ln -sf "$(ls "$CUPTI" | grep -m1 'libcupti.so.')" "$CUPTI/libcupti.so" && \
+  export LD_LIBRARY_PATH=$CUPTI:$LD_LIBRARY_PATH
 export PYTHONPATH=$PWD:$R/site:$R/whl MSRESNET_DATA_DIR=$R/data
 D=$R/data
 mkdir -p "$O"
@@ -64,25 +79,33 @@ if want probe; then
     log "probe timed out: the driver compiles kernels; the twin meanwhile"
     (python3 -c "$PROBE" > "$O/probe_jit.log" 2>&1; log "JIT probe: exit $?") &
     JIT=$!
-    want twin && step twin_fast75 330 python3 scripts/gpu/twin.py results/gpu/fast.yaml "$D" \
-      "$O/twin_fast75.json" epoch_size=75
+    want airbench && step airbench 150 env PYTHONPATH=$PWD python3 scripts/gpu/airbench.py "$D" "$O/airbench.json" \
+      $AIRBENCH
     wait $JIT
   elif [ $rc -ne 0 ]; then
     log "MindSpore failed: $(grep -E 'Error|error' "$O/probe.log" | tail -1); PyTorch only"
     MINDSPORE=0
   fi
 fi
-want pytorch && step pytorch 60 python3 results/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
+want airbench && [ ! -f "$O/airbench.json" ] && step airbench 150 env PYTHONPATH=$PWD python3 scripts/gpu/airbench.py \
+  "$D" "$O/airbench.json" $AIRBENCH
+want pytorch && step pytorch 60 env PYTHONPATH=$PWD python3 results/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
 if want levers && [ $MINDSPORE = 1 ]; then
   step levers 120 python3 scripts/gpu/levers.py "$O/levers.json" results/gpu/fast.yaml "$D" 12800 \
     base: nhwc:data_format=NHWC bn16:amp_batchnorm=float16 \
     nhwc_bn16:data_format=NHWC,amp_batchnorm=float16 \
     nhwc_bn16_gk:data_format=NHWC,amp_batchnorm=float16,graph_kernel=true \
-    nhwc_bn16_b512:data_format=NHWC,amp_batchnorm=float16,batch_size=512
+    nhwc_bn16_b512:data_format=NHWC,amp_batchnorm=float16,batch_size=512 \
+    profile: profile_nhwc_bn16:data_format=NHWC,amp_batchnorm=float16
+  for f in $(find "$O"/profile* -name '*.csv' -size -4M 2>/dev/null); do
+    cp "$f" "$O/$(basename "$(dirname "$f")")_$(basename "$f")"; done
+  find "$O" -mindepth 1 -maxdepth 1 -type d -name 'profile*' -exec tar -czf {}.tgz -C {} . \; \
+    -exec rm -rf {} \; 2>/dev/null
 fi
 # The run's budget: 15 minutes, or less when the lease would leave no time after it
 # for the 18-epoch twin (about 3 minutes with its start).
-BUDGET=$(( $(left) - 60 - 200 )); [ "$BUDGET" -gt 900 ] && BUDGET=900
+RESERVE=60; want twin && RESERVE=260
+BUDGET=$(( $(left) - RESERVE )); [ "$BUDGET" -gt 900 ] && BUDGET=900
 if want choose && [ $MINDSPORE = 1 ] && [ "$BUDGET" -ge 300 ]; then
   python3 scripts/gpu/choose_profile.py "$O/levers.json" configs/gpu-fast.yaml "$BUDGET" \
     >> "$O/chain.log" 2>&1 || log "choose failed: configs/gpu-fast.yaml as sent"

@@ -21,11 +21,13 @@ error, seconds) and prints one line each.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 
 TIMEOUT = 240
+PROFILE_ENV = "MSRESNET_GPU_PROFILE"  # set for a lever whose name starts with "profile"
 
 
 def worker(profile: str, data_dir: str, images: int, overrides: list[str]) -> None:
@@ -34,7 +36,15 @@ def worker(profile: str, data_dir: str, images: int, overrides: list[str]) -> No
 
     args = [f"--data_dir={data_dir}", *(f"--{item}" for item in overrides)]  # key=value
     config = load_config(profile, parse_overrides(args))
-    result = timed_run(config, max(1, images // config.batch_size), config.batch_size)
+    steps = max(1, images // config.batch_size)
+    folder = os.environ.get(PROFILE_ENV)
+    if not folder:
+        result = timed_run(config, steps, config.batch_size)
+    else:  # the same run under MindSpore's profiler (CUPTI): where the step's time goes
+        import mindspore as ms
+        profiler = ms.Profiler(output_path=folder)
+        result = timed_run(config, steps, config.batch_size)
+        profiler.analyse()
     print("LEVER " + json.dumps(result), flush=True)
 
 
@@ -45,9 +55,12 @@ def main(out: str, profile: str, data_dir: str, images: int, levers: list[str]) 
         overrides = [item for item in spec.split(",") if item]
         start = time.time()
         try:
+            env = dict(os.environ)
+            if name.startswith("profile"):
+                env[PROFILE_ENV] = os.path.join(os.path.dirname(os.path.abspath(out)), name)
             run = subprocess.run([sys.executable, __file__, "--worker", profile, data_dir,
                                   str(images), *overrides], capture_output=True, text=True,
-                                 timeout=TIMEOUT)
+                                 timeout=TIMEOUT, env=env)
             lines = [x for x in run.stdout.splitlines() if x.startswith("LEVER ")]
             if run.returncode == 0 and lines:
                 record = {"result": json.loads(lines[-1][6:])}
