@@ -9,6 +9,7 @@ MindSpore passes, without training anything.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import msresnet  # noqa: F401  (CPU speed setting before MindSpore)
 import numpy as np
@@ -68,3 +69,37 @@ def test_bars_can_be_forced_either_way() -> None:
     out = Terminal()
     run_epochs(Progress(1, 3, batch_size=4, lr=np.full(3, 0.01), file=out, bars=False), epochs=1)
     assert out.getvalue().count("\n") == 1 and "\r" not in out.getvalue()
+
+
+def test_the_loss_guard_stops_at_the_end_of_the_first_epoch_that_is_not_a_number() -> None:
+    import pytest
+
+    from msresnet.training.callbacks import LossGuard, TrainingDiverged
+
+    guard, context = LossGuard(), Context()
+    for epoch, losses in [(1, [2.3, 2.1]), (2, [1.9, float("nan"), float("nan")])]:
+        context.params.cur_epoch_num = epoch
+        guard.on_train_epoch_begin(context)
+        for loss in losses:
+            context.params.net_outputs = (np.float32(loss), False, 1024.0)
+            guard.on_train_step_end(context)
+        if epoch == 1:
+            guard.on_train_epoch_end(context)  # finite: nothing happens
+    with pytest.raises(TrainingDiverged, match=r"^epoch 2: the training loss is nan; stopped"):
+        guard.on_train_epoch_end(context)
+
+
+def test_a_run_whose_loss_turns_nan_stops_with_one_line_and_no_checkpoint(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-m", "msresnet", "train", "--config", "configs/cpu.yaml",
+         "--train_samples", "64", "--eval_samples", "64", "--batch_size", "32",
+         "--epoch_size", "2", "--warmup_epochs", "0", "--lr_max", "1e30", "--no_progress",
+         "--output_dir", str(tmp_path / "run")], capture_output=True, text=True,
+        cwd=Path(__file__).resolve().parents[1])
+    errors = [line for line in run.stderr.splitlines() if "error" in line]
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert len(errors) == 1 and "epoch 1: the training loss is nan" in errors[0]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.yaml", "train.log"]

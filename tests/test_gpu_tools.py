@@ -119,10 +119,11 @@ def _choose(tmp_path: Path, levers: list[dict], budget: int = 900) -> tuple[str,
     return run.stdout, profile.read_text()
 
 
-def _lever(name: str, overrides: list[str], rate: float) -> dict:
+def _lever(name: str, overrides: list[str], rate: float, loss: float = 2.2) -> dict:
     return {"name": name, "overrides": overrides,
             "result": {"images_per_second": rate, "eval_images_per_second": 20000.0,
-                       "first_epoch_seconds": 20.0, "seconds": 3.0, "first_eval_seconds": 4.0}}
+                       "first_epoch_seconds": 20.0, "seconds": 3.0, "first_eval_seconds": 4.0,
+                       "train_loss": loss}}
 
 
 def test_the_profile_takes_the_fastest_speed_lever_and_the_epochs_that_fit(tmp_path):
@@ -138,6 +139,38 @@ def test_the_profile_takes_the_fastest_speed_lever_and_the_epochs_that_fit(tmp_p
     epochs = int(re.search(r"^epoch_size: (\d+)$", text, re.M).group(1))
     epoch = 44_800 / 6000 + 5000 / 20000 + 0.5
     assert epochs * epoch + 20 <= 900 * 0.95 < (epochs + 1) * epoch + 21
+
+
+def test_a_lever_whose_loss_is_not_finite_is_never_chosen(tmp_path):
+    # the H100 lease's record: float16 BatchNorm 3.2x faster, and a NaN loss
+    record = json.loads((REPO / "results/gpu/h100-2026-12-06-levers/levers.json").read_text())
+    fast = next(lv for lv in record if lv["name"] == "bn16")
+    assert fast["result"]["images_per_second"] > 3 * record[0]["result"]["images_per_second"]
+    said, text = _choose(tmp_path, record)
+    assert "chose lever base" in said and re.search(r"^amp_batchnorm: float32$", text, re.M)
+    profile = tmp_path / "gpu-fast.yaml"
+    before = profile.read_text()
+    only_nan = [_lever("bn16", ["amp_batchnorm=float16"], 13500.0, float("nan"))]
+    (tmp_path / "levers.json").write_text(json.dumps(only_nan))
+    run = subprocess.run([sys.executable, str(TOOLS / "choose_profile.py"),
+                          str(tmp_path / "levers.json"), str(profile), "900"],
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and "trained to a finite loss" in run.stderr
+    assert profile.read_text() == before
+
+
+def test_a_levers_error_is_the_exceptions_own_line():
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import levers
+    finally:
+        sys.path.remove(str(TOOLS))
+    stderr = ("[WARNING] ME(1): LoadAio failed\nTraceback (most recent call last):\n"
+              "RuntimeError: Unsupported op [Conv2D] on GPU, format NHWC\n\n"
+              "- C++ Call Stack: (For framework developers)\n"
+              " (See file 'rank_0/om/analyze_fail.ir' for more details.)\n")
+    assert levers.first_error(stderr, 1).startswith("RuntimeError: Unsupported op")
+    assert levers.first_error("", 139) == "exit 139"
 
 
 def test_the_twin_reads_the_networks_numbers_and_the_recipe_from_msresnet():

@@ -254,6 +254,42 @@ class AtomicCheckpoint(_StepCounter):
         self.save(cb_params)
 
 
+class TrainingDiverged(RuntimeError):
+    """The training loss stopped being a number; the message names the epoch."""
+
+
+class LossGuard(Callback):
+    """Stop the run at the end of the first epoch whose training loss is not finite.
+
+    A loss of NaN or infinity never comes back: every later step trains on NaN
+    weights, and validation scores them at chance. On one H100, float16 BatchNorm
+    gave NaN from the first steps and an unguarded run spent 110 epochs on it
+    (``results/gpu/h100-2026-12-06-levers/``). Placed before the checkpoints, the
+    guard raises before that epoch's periodic or best checkpoint is written, so the
+    last ones saved are the last good ones and ``--resume`` starts from them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bad: float | None = None
+
+    def on_train_epoch_begin(self, run_context: Any) -> None:
+        self._bad = None
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        loss = loss_value(run_context.original_args().net_outputs)
+        if self._bad is None and not math.isfinite(loss):
+            self._bad = loss
+
+    def on_train_epoch_end(self, run_context: Any) -> None:
+        if self._bad is not None:
+            epoch = int(run_context.original_args().cur_epoch_num)
+            raise TrainingDiverged(
+                f"epoch {epoch}: the training loss is {self._bad}; stopped before this "
+                "epoch's checkpoints (the ones saved before it are kept). Lower lr_max, "
+                "or on a GPU check amp_level, amp_batchnorm and loss_scale")
+
+
 class BestCheckpoint(_StepCounter):
     """``best.ckpt`` and ``best.json`` whenever validation improves, under the sweep's
     rule (:func:`msresnet.training.selection.rank_key`: a higher top-1, or the same

@@ -74,8 +74,8 @@ from msresnet.config import Config, ConfigError, available_profiles, parse_overr
 from msresnet.data.source import DataSource, open_data_source
 from msresnet.run_config import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
                                  recorded_config, recording)
-from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory, Progress,
-                                         StopAfterEpoch, read_history)
+from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory,
+                                         LossGuard, Progress, StopAfterEpoch, read_history)
 from msresnet.training.checkpoints import (PREFIX, list_checkpoints)
 from msresnet.training.distributed import (DUMP_VARIABLE, RankInfo, init_if_launched,
                                            rank_info)
@@ -294,15 +294,16 @@ def _record_start(run: _Run, at: _Position) -> None:
 def _callbacks(run: _Run, at: _Position, net: nn.Cell, lr: Any, progress: bool,
                progress_file: Any) -> tuple[EpochHistory, _StepTracker, _FirstStepTimer,
                                             list[Callback]]:
-    """The book's callbacks, in order: first-step timer, step tracker, progress bar,
-    and on rank 0 the periodic and best checkpoints and the weight average; history last."""
+    """The book's callbacks, in order: first-step timer, step tracker, the loss guard,
+    progress bar, and on rank 0 the periodic and best checkpoints and the weight
+    average; history last."""
     config, output_dir, main = run.config, run.output_dir, run.rank.is_main
     previous = [r for r in read_history(output_dir) if r["epoch"] <= at.initial_epoch] \
         if run.resume_path is not None else []
     history = EpochHistory(output_dir if main else None, lr, config.batch_size,
                            at.step_offset, previous)
     tracker, timer = _StepTracker(at.step_offset, at.initial_epoch), _FirstStepTimer()
-    cbs: list[Callback] = [timer, tracker]
+    cbs: list[Callback] = [timer, tracker, LossGuard()]  # before any checkpoint
     if progress and main:
         cbs.append(Progress(config.epoch_size, at.steps_per_epoch, config.batch_size, lr,
                             at.step_offset, file=progress_file))

@@ -2,7 +2,8 @@
 
 Reads the levers record of ``scripts/gpu/levers.py``, takes the fastest lever
 among those that only change speed (layout, BatchNorm precision, fusion, compile
-level: never the batch or the recipe) and that trained and validated, and writes
+level: never the batch or the recipe) and that trained to a finite loss and
+validated, and writes
 its settings into PROFILE together with the most epochs whose training and
 validation fit within BUDGET seconds at that speed (first-epoch compile and a
 5 % margin included). Only the ``key: value`` lines of those keys change, so the
@@ -28,10 +29,21 @@ MARGIN = 0.95
 PER_EPOCH_OVERHEAD = 0.5  # callbacks, history, a checkpoint every few epochs (seconds)
 
 
+def trained(result: dict) -> bool:
+    """A lever is only a speed if the step it timed still trains: on one H100,
+    ``amp_batchnorm: float16`` ran 3.2 times faster with a NaN loss from the first
+    steps (results/gpu/h100-2026-12-06-levers/), and a profile chosen by speed alone
+    trained 110 epochs of NaN."""
+    return math.isfinite(result.get("train_loss", math.nan))
+
+
 def main(levers_path: str, profile: str, budget: float) -> None:
     levers = json.load(open(levers_path))
-    usable = [lv for lv in levers if "result" in lv and all(
+    usable = [lv for lv in levers if "result" in lv and trained(lv["result"]) and all(
         o.split("=")[0] in SPEED_KEYS for o in lv["overrides"])]
+    if not usable:
+        sys.exit(f"choose_profile: no speed-only lever in {levers_path} trained to a "
+                 f"finite loss; {profile} left as it is")
     best = max(usable, key=lambda lv: lv["result"]["images_per_second"])
     result = best["result"]
     config = load_config(profile)

@@ -17,19 +17,22 @@
 #   setsid scripts/gpu/lease.sh RUNTIME RECORDS DEADLINE [STEPS] &
 #   RUNTIME: the folder scripts/gpu/assemble.sh unpacked; RECORDS: small files only
 # The machine goes back 30 s after a call returns: keep a call running while this
-# chain does (a loop that sleeps and reads RECORDS), and make the next one at once.
-# Such a loop must not match its own command line (pgrep -f "[l]ease.sh").
+# chain does (scripts/gpu/watch.sh RECORDS SECONDS, which also packs RECORDS into
+# one archive under $OUT), and make the next one at once.
 #   STEPS: which of the steps above to run (default: all, in that order)
 set -u
 R=$1; O=$2; END=$3; STEPS=${4:-probe,airbench,pytorch,levers,choose,gpu-fast,twin}
 AIRBENCH=${AIRBENCH:-airbench94:8 airbench96:1}
 source "$R/env.sh"
-# Wheels that travel beside the bundle in .whl/: NumPy 1.x (MindSpore 2.10 fails at
-# its first operator under the NumPy 2 of PyTorch's environment) and CUPTI (the
-# profiler's lever); installed into the runtime once.
+# Wheels that travel beside the bundle in .whl/ (the profiler's CUPTI; NumPy 1.26 and
+# SciPy 1.13 for a bundle built before make_bundle.sh packed them: MindSpore 2.10
+# fails at its first operator under the NumPy 2 of PyTorch's environment, and that
+# environment's SciPy under NumPy 1); installed into the runtime once.
 if [ -d .whl ]; then
   ls .whl/numpy-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/numpy" ] && \
     python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/numpy-*.whl
+  ls .whl/scipy-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/scipy" ] && \
+    python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/scipy-*.whl
   for w in .whl/nvidia_*.whl; do [ -f "$w" ] && unzip -q -o "$w" -d "$R/nv"; done
 fi
 CUPTI=$R/nv/nvidia/cuda_cupti/lib
@@ -38,6 +41,7 @@ CUPTI=$R/nv/nvidia/cuda_cupti/lib
 export PYTHONPATH=$PWD:$R/site:$R/whl MSRESNET_DATA_DIR=$R/data
 D=$R/data
 mkdir -p "$O"
+echo $$ > "$O/chain.pid"  # scripts/gpu/watch.sh waits on it
 left() { echo $((END - $(date +%s))); }
 log() { echo "[$(date -u +%T)] $*" | tee -a "$O/chain.log"; }
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
@@ -97,10 +101,9 @@ if want levers && [ $MINDSPORE = 1 ]; then
     nhwc_bn16_gk:data_format=NHWC,amp_batchnorm=float16,graph_kernel=true \
     nhwc_bn16_b512:data_format=NHWC,amp_batchnorm=float16,batch_size=512 \
     profile: profile_nhwc_bn16:data_format=NHWC,amp_batchnorm=float16
-  for f in $(find "$O"/profile* -name '*.csv' -size -4M 2>/dev/null); do
-    cp "$f" "$O/$(basename "$(dirname "$f")")_$(basename "$f")"; done
-  find "$O" -mindepth 1 -maxdepth 1 -type d -name 'profile*' -exec tar -czf {}.tgz -C {} . \; \
-    -exec rm -rf {} \; 2>/dev/null
+  # the profiler's tables only (its raw traces are large); watch.sh packs them
+  find "$O"/profile* -type f ! -name '*.csv' ! -name '*.txt' ! -name '*.json' -delete 2>/dev/null
+  find "$O"/profile* -type f -size +4M -delete 2>/dev/null
 fi
 # The run's budget: 15 minutes, or less when the lease would leave no time after it
 # for the 18-epoch twin (about 3 minutes with its start).

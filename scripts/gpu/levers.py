@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -48,6 +49,15 @@ def worker(profile: str, data_dir: str, images: int, overrides: list[str]) -> No
     print("LEVER " + json.dumps(result), flush=True)
 
 
+def first_error(stderr: str, returncode: int) -> str:
+    """The line that names the failure: the exception's own (``TypeError: ...``),
+    not the advice MindSpore prints after it (``See file ... analyze_fail.ir``)."""
+    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    named = [x for x in lines if re.match(r"^[\w.]*(Error|Exception)\b", x)]
+    picked = named or [x for x in lines if "Error" in x or "fail" in x] or lines
+    return (picked[-1] if picked else f"exit {returncode}")[:400]
+
+
 def main(out: str, profile: str, data_dir: str, images: int, levers: list[str]) -> None:
     records = []
     for lever in levers:
@@ -65,9 +75,7 @@ def main(out: str, profile: str, data_dir: str, images: int, levers: list[str]) 
             if run.returncode == 0 and lines:
                 record = {"result": json.loads(lines[-1][6:])}
             else:
-                errors = [x for x in run.stderr.splitlines() if x.strip()]
-                picked = [x for x in errors if "Error" in x or "fail" in x] or errors
-                record = {"error": (picked[-1] if picked else f"exit {run.returncode}")[:400]}
+                record = {"error": first_error(run.stderr, run.returncode)}
         except subprocess.TimeoutExpired:
             record = {"error": f"no result within {TIMEOUT} s"}
         record = {"name": name, "overrides": overrides, **record,

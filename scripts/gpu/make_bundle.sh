@@ -41,14 +41,18 @@ python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$CACHE/big" \
   nvidia-curand-cu11==10.3.0.86 nvidia-cusolver-cu11==11.4.1.48 \
   nvidia-cufft-cu11==10.9.0.58 nvidia-cusparse-cu11==11.7.5.86
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$CACHE/tools" nvidia-cuda-nvcc-cu11==11.8.89
-# numpy 1.26: MindSpore 2.10 is built against NumPy 1.x, and a machine whose python3
-# carries NumPy 2 (PyTorch's environment on the lent H100s, 2026-12-06) fails at
-# MindSpore's first operator; the runtime's whl/ comes first on PYTHONPATH.
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$WORK/small" \
-  asttokens astunparse dill 'protobuf>=7.34.1' zstandard numpy==1.26.4
+  asttokens astunparse dill 'protobuf>=7.34.1' zstandard
+# NumPy 1.26 and SciPy 1.13 inside the payload (whl/, first on PYTHONPATH): a machine
+# whose python3 carries NumPy 2 (PyTorch's environment on the lent H100s) fails at
+# MindSpore 2.10's first operator ("compiled using NumPy 1.x"), and with NumPy 1 in
+# front, that environment's SciPy fails in turn (np.long); MindSpore imports SciPy.
+python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$CACHE/big" numpy==1.26.4 scipy==1.13.1
 python3 -c 'import lz4.block' 2>/dev/null || python3 -m pip install -q lz4
-mkdir -p "$WORK/root/site" "$WORK/root/nv"
+mkdir -p "$WORK/root/site" "$WORK/root/nv" "$WORK/root/whl"
 (cd "$WORK/root/site" && unzip -q "$CACHE"/big/mindspore-*.whl)
+for w in "$CACHE"/big/numpy-1.26.4-*.whl "$CACHE"/big/scipy-1.13.1-*.whl; do
+  (cd "$WORK/root/whl" && unzip -q -o "$w"); done
 for w in "$CACHE"/big/nvidia_*.whl; do (cd "$WORK/root/nv" && unzip -q -o "$w"); done
 M="$WORK/root/site/mindspore/lib"
 # AKG: the CPU back end's is never used there; the GPU's only with KEEP_AKG=1.
