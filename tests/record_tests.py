@@ -64,6 +64,17 @@ def git(*args: str) -> str:
                           check=True).stdout.strip()
 
 
+def shown(word: str) -> str:
+    """A path as the record shows it: relative inside the repository, ``VENV/...``
+    for a Python outside it, so no record carries a machine's absolute paths."""
+    if not os.path.isabs(word):
+        return word
+    path = Path(word)
+    if path.is_relative_to(REPO):
+        return str(path.relative_to(REPO))
+    return "VENV/" + "/".join(path.parts[-2:]) if path.parent.name == "bin" else word
+
+
 def summary_counts(output: str) -> dict[str, int]:
     """pytest's last summary line as counts: {"passed": 796, "skipped": 3, ...}."""
     lines = [line for line in output.splitlines()
@@ -108,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.M)))
     record = {
         "make": args.make,
-        "command": shlex.join(command),
+        "command": shlex.join(shown(word) for word in command),
         "commit": git("rev-parse", "--short", "HEAD"),
         "working_tree_changed": bool(git("status", "--porcelain", "--untracked-files=no")),
         "started_utc": started.strftime("%Y-%m-%d %H:%M"),

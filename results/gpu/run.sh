@@ -51,7 +51,7 @@ step train_gpu 300 $ms train gpu --data_dir "$D" --output "$RUNS/gpu" --stop_aft
 step sweep_gpu 120 $ms sweep "$RUNS/gpu" --data_dir "$D" && keep "$RUNS/gpu" train_gpu_run
 step export_gpu 120 $ms export "$RUNS/gpu/best.ckpt" --out "$RUNS/gpu-export" \
   && ls -l "$RUNS/gpu-export" >> "$O/export_gpu.log"
-step pytorch 240 python3 results/gpu/pytorch_gpu.py "$O/pytorch.json" 32x224ximagenet \
+step pytorch 240 python3 scripts/gpu/pytorch_gpu.py "$O/pytorch.json" 32x224ximagenet \
   256x32xcifar
 step doctor_fast 240 $ms doctor --profile results/gpu/fast.yaml --data_dir "$D" --steps 40 \
   --json "$O/doctor_fast.json"

@@ -93,7 +93,7 @@ if want probe; then
 fi
 want airbench && [ ! -f "$O/airbench.json" ] && step airbench 150 env PYTHONPATH=$PWD python3 scripts/gpu/airbench.py \
   "$D" "$O/airbench.json" $AIRBENCH
-want pytorch && step pytorch 60 env PYTHONPATH=$PWD python3 results/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
+want pytorch && step pytorch 60 env PYTHONPATH=$PWD python3 scripts/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
 if want levers && [ $MINDSPORE = 1 ]; then
   step levers 120 python3 scripts/gpu/levers.py "$O/levers.json" results/gpu/fast.yaml "$D" 12800 \
     base: nhwc:data_format=NHWC bn16:amp_batchnorm=float16 \

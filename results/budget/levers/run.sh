@@ -13,7 +13,7 @@ bench base-1
 bench size-24 --image-size 24
 bench size-16 --image-size 16
 PYTHONPATH=${DECORATOR_DIR:?pip install --target DIR decorator, then DECORATOR_DIR=DIR} bench graph-kernel --graph-kernel
-"${TORCH_PYTHON:?a Python with PyTorch}" "$out/pytorch_step.py" "$out/pytorch.json"
+"${TORCH_PYTHON:?a Python with PyTorch}" scripts/pytorch/pytorch_step.py "$out/pytorch.json"
 bench base-2
 bench jit-O2 --jit-level O2
 bench batch-128 --batch-size 128

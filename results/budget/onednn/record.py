@@ -3,7 +3,7 @@
 Usage, from the repository root (see README.md)::
 
     .venv/bin/python results/budget/onednn/record.py mindspore
-    .venv/bin/python results/budget/onednn/record.py pytorch /work/torchenv/bin/python
+    .venv/bin/python results/budget/onednn/record.py pytorch $TORCH_ENV/bin/python
 
 The first argument chooses the framework (``mindspore`` or ``pytorch``), the
 optional second one the Python that runs it (default: this one), so PyTorch can

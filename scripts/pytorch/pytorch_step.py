@@ -3,7 +3,7 @@
 Usage, from the repository root, with PyTorch's own Python (PyTorch is never
 installed in the book's ``.venv``)::
 
-    /work/torchenv/bin/python results/budget/levers/pytorch_step.py \\
+    $TORCH_ENV/bin/python scripts/pytorch/pytorch_step.py \\
         results/budget/levers/pytorch.json
 
 The network is written out here rather than taken from torchvision (not

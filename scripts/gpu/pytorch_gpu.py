@@ -3,10 +3,10 @@
 Usage, on the GPU machine, from the repository root, with a Python that has a CUDA
 build of PyTorch::
 
-    python3 results/gpu/pytorch_gpu.py OUT.json 32x224xImageNet 256x32xcifar ...
+    python3 scripts/gpu/pytorch_gpu.py OUT.json 32x224xImageNet 256x32xcifar ...
 
 Each argument is BATCHxSIZExSTEM. The network is chapter 10's PyTorch twin of
-``msresnet.model.resnet`` (``results/budget/levers/pytorch_step.py``: ResNet50 v1.5,
+``msresnet.model.resnet`` (``scripts/pytorch/pytorch_step.py``: ResNet50 v1.5,
 no convolution bias, 10 classes), with the CIFAR stem (3x3 stride-1 convolution, no
 max-pool) added as ``msresnet`` builds it. The step is what ``amp_level`` O2 does in
 MindSpore: float16 autocast with BatchNorm in float32, a loss scale (PyTorch's
@@ -25,7 +25,7 @@ import time
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "budget", "levers"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "pytorch"))
 from pytorch_step import Bottleneck, resnet50 as imagenet_resnet50  # noqa: E402
 
 WARMUP, STEPS, CLASSES = 20, 100, 10
