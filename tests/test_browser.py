@@ -180,6 +180,28 @@ def test_formulas_render_from_the_books_own_mathjax(book, base_url: str,
     assert not [url for url in external if "mathjax" in url], external
 
 
+@pytest.mark.parametrize("stem, drawn", [("book/results", "page-"),
+                                         ("book/gpu-ascend", "twin-accuracy")])
+def test_the_books_own_figures_are_drawn_at_twice_their_shown_size(book, base_url: str,
+                                                                   stem: str,
+                                                                   drawn: str) -> None:
+    """The figures drawn from the records (the results page's three, the GPU page's
+    twin figure) hold two pixels for each CSS pixel the page shows, at 1280 px, so a
+    2x screen shows them crisp."""
+    context, _, _ = book
+    page = context.new_page()
+    try:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(f"{base_url}{stem}.html", wait_until="load")
+        sizes = page.eval_on_selector_all(
+            f"img[src*='{drawn}']",
+            "els => els.map(e => [e.naturalWidth, e.getBoundingClientRect().width])")
+    finally:
+        page.close()
+    assert sizes, f"{stem}: no figure {drawn}*"
+    assert all(natural >= 2 * shown - 1 and shown >= 600 for natural, shown in sizes), sizes
+
+
 def test_intro_numbers_the_chapters(book, base_url: str) -> None:
     """The intro's table of chapters and the prose pages name chapters by their number
     (Sphinx's {numref}, from _toc.yml's numbering), as the sidebar does."""

@@ -236,3 +236,24 @@ def test_a_network_built_off_a_gpu_is_nchw_whatever_the_config_says():
     assert ms.get_context("device_target") == "CPU"  # the test machines have no GPU
     config = load_config("gpu", parse_overrides(["--data_format", "NHWC"]))
     assert data_format(config) == "NCHW"
+
+
+AIRBENCH_F1C599C = {  # sha256 of the files at github.com/KellerJordan/cifar10-airbench f1c599c
+    "airbench94.py": "0b155e0ff0e696bc01ae136654ddae88a24cd053cd2b4313d44548c29ed6c91d",
+    "airbench96.py": "fef298f48d9b629a6454b9c5e84cca95ccfa7fc6450057cc4131811d2ed49c88",
+    "LICENSE": "418c56bc42284062ac536f12496a0e1d9c8edb68bcde8da29675bd48492ce022"}
+
+
+def test_the_vendored_airbench_is_the_published_one_unmodified():
+    """The data's ceiling on the GPU page rests on airbench's published means, which hold
+    for its scripts as published: legacy/airbench94.py and airbench96.py at f1c599c."""
+    import hashlib
+
+    folder = TOOLS / "airbench"
+    for name, digest in AIRBENCH_F1C599C.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    source = (TOOLS / "airbench.py").read_text()
+    assert 'PUBLISHED = {"airbench94": (94.01, 1000), "airbench96": (96.03, 400)}' in source
+    for name, (mean, runs) in (("airbench94", (94.01, 1000)), ("airbench96", (96.03, 400))):
+        header = (folder / f"{name}.py").read_text()[:400]
+        assert f"Evidence: {mean} average accuracy in n={runs} runs." in header, name

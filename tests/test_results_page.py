@@ -237,8 +237,9 @@ def test_the_readme_row_of_the_reference_run_is_generated_from_its_records(tmp_p
 
 
 def test_the_page_draws_its_own_figures_from_the_records(tmp_path):
-    """One idea per figure, at 110 dpi (704 x 374 px), each with a caption from the records;
-    the chapters' three-panel figure is no longer shown."""
+    """One idea per figure, shown at 704 x 374 px and drawn at twice that (crisp on a
+    2x screen), each with a caption from the records; the chapters' three-panel figure
+    is no longer shown."""
     from PIL import Image
     run_dir = fake_run(tmp_path)
     dest, page = tmp_path / "results" / "cpu", tmp_path / "book" / "results.md"
@@ -251,7 +252,8 @@ def test_the_page_draws_its_own_figures_from_the_records(tmp_path):
     assert "04_train_eval-1.png" not in text and "05_checkpoint_sweep-1.png" not in text
     for name in ("loss", "accuracy", "learning-rate"):
         image = Image.open(dest / "figures" / f"page-{name}.png")
-        assert image.size == (704, 374) and round(image.info["dpi"][0]) == 110
+        assert image.size == (1408, 748) and round(image.info["dpi"][0]) == 220
+    assert text.count(":width: 704px") == 3  # the three drawn here, not the chapters' two
     assert "Learning rate of each of the 20 steps (10 per epoch): the `linear` schedule" in text
     assert ("Accuracy on the 10,000 test images (the run validated on the test set) after "
             "each epoch") in text

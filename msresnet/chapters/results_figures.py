@@ -4,7 +4,8 @@ The chapters draw their figures for a notebook: three panels side by side at 80
 dpi, whose text is about 7 px high once the page scales them to its width. The
 results page draws what the records allow again, one idea per figure, with
 labelled axes and units, at :data:`DPI` and :data:`SIZE` (704 x 374 px: the text is
-as large as the prose's at the page's width). Each figure comes with a caption that
+as large as the prose's at the page's width), drawn with :data:`SHARP` times the
+pixels so they stay crisp on a 2x screen. Each figure comes with a caption that
 says what every line and mark is, built from the same records, so the caption
 cannot name a split, a count or a schedule the run did not have.
 
@@ -31,6 +32,13 @@ DPI = 110
 
 SIZE = (6.4, 3.4)
 """Width and height in inches: 704 x 374 px at :data:`DPI`."""
+
+SHARP = 2
+"""The files hold this many pixels for each one the page shows (:data:`WIDTH` wide),
+so the figures stay crisp on a screen with two device pixels to a CSS pixel."""
+
+WIDTH = f"{round(SIZE[0] * DPI)}px"
+"""The width the page shows a figure at: its size at :data:`DPI`."""
 
 CHANCE = 0.1
 """Top-1 accuracy of a guess among CIFAR-10's ten classes."""
@@ -163,6 +171,6 @@ def draw_all(records: dict[str, Any], folder: Path) -> list[Path]:
     written = []
     for name, draw in DRAWN:
         figure, _ = draw(records)
-        figure.savefig(folder / name, dpi=DPI, metadata={"Software": None})
+        figure.savefig(folder / name, dpi=SHARP * DPI, metadata={"Software": None})
         written.append(folder / name)
     return written

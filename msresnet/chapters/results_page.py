@@ -225,13 +225,15 @@ def _figure_records(dest: Path, facts: dict[str, Any]) -> dict[str, Any]:
                              "validated on the test set)")}
 
 
-def _figures(dest: Path, page: Path, facts: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path from the page, caption) of every figure the page shows: its own, drawn
-    from the records into ``dest/figures``, then the chapters' it shows."""
+def _figures(dest: Path, page: Path,
+             facts: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(path from the page, caption, width) of every figure the page shows: its own,
+    drawn from the records into ``dest/figures`` at twice the pixels they are shown
+    at, then the chapters' it shows, at their own size (width None)."""
     figures_dir = Path(os.path.relpath(dest, page.parent)).as_posix()
-    drawn = [(f"{figures_dir}/figures/{name}", caption)
+    drawn = [(f"{figures_dir}/figures/{name}", caption, results_figures.WIDTH)
              for name, caption in results_figures.captions(_figure_records(dest, facts))]
-    return drawn + [(f"{figures_dir}/{figure}", caption)
+    return drawn + [(f"{figures_dir}/{figure}", caption, None)
                     for chapter, captions in FIGURES.items()
                     for figure, caption in zip(facts["entries"][chapter].get("figures", []),
                                                captions) if caption]

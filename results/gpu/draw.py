@@ -15,15 +15,13 @@ HERE = Path(__file__).resolve().parent
 MINDSPORE_75 = HERE / "h100-fast75"
 TWIN_75 = HERE / "h100-2026-12-06" / "twin_fast75.json"
 TWIN_FIGURE = HERE / "figures" / "twin-accuracy.png"
-SHARP = 2
-"""Pixels drawn per pixel shown (the page sets the figure's width to the 1x size)."""
 
 
 def draw_twin(out: Path = TWIN_FIGURE) -> tuple[Path, str]:
     """Write the MindSpore-against-PyTorch figure; return its path and caption."""
     from matplotlib.figure import Figure
 
-    from msresnet.chapters.results_figures import DPI, SIZE
+    from msresnet.chapters.results_figures import DPI, SHARP, SIZE
 
     with (MINDSPORE_75 / "history.csv").open() as handle:
         ours = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
