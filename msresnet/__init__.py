@@ -21,7 +21,7 @@ module), and on a module this docstring does not name. The layers, first to last
 
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
   are, the local mirror), ``atomic`` (crash-safe file writes), ``spelling`` (the one
-  "did you mean" hint), ``cli`` (the ``msresnet`` command, its one option spelling
+  "did you mean" hint), ``text_table`` (the one plain-text table), ``cli`` (the ``msresnet`` command, its one option spelling
   and its one-line errors);
 * ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
   counts, classes, mean and std; and its binary format: reading records,
@@ -96,7 +96,7 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "config_rules", "config_table",
     "run_config", "model.lr_schedule", "model.architecture",
-    "spelling", "data.download", "data.cifar10", "data.prepare", "data.splits", "data.identity",
+    "spelling", "text_table", "data.download", "data.cifar10", "data.prepare", "data.splits", "data.identity",
     "data.source",
     "data.images", "training.distributed", "training.device",
     "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
-from msresnet.cli import ArgumentParser
+from msresnet.cli import ArgumentParser, positive_int
 from msresnet.config import AMP_LEVELS, Config
 from msresnet.cpu_speed import cpu_model
 from msresnet.doctor.checks import FAIL, OK, Check, skip
@@ -87,16 +87,6 @@ def record(config: Config, checks: Sequence[Check], argv: Sequence[str]) -> dict
             "checks": [dataclasses.asdict(c) for c in checks]}
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="msresnet doctor",
@@ -106,10 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", required=True, help="smoke, cpu, gpu, ascend or a YAML path")
     parser.add_argument("--data_dir", default=None,
                         help="folder with cifar-10-batches-bin (default: the profile's)")
-    parser.add_argument("--steps", type=_positive, default=DEFAULT_STEPS,
+    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
                         help=f"timed training steps, after as many that compile "
                              f"(default {DEFAULT_STEPS})")
-    parser.add_argument("--batch_size", type=_positive, default=None,
+    parser.add_argument("--batch_size", type=positive_int, default=None,
                         help="batch of the timed steps (default: the profile's)")
     parser.add_argument("--amp_level", choices=AMP_LEVELS, default=None,
                         help="mixed precision of the timed steps (default: the profile's)")

@@ -37,6 +37,7 @@ from mindspore.train import Model
 
 from msresnet.cli import ArgumentParser, count_or_null, positive_int
 from msresnet.atomic import write_csv, write_json
+from msresnet.text_table import format_table  # the chapters import it from here
 from msresnet.data.cifar10 import FOLDER_NAME, NUM_CLASSES, dataset_folder
 from msresnet.model.losses import SparseCrossEntropy
 from msresnet.training.checkpoints import (BEST_JSON, PREFIX, CheckpointCorruptError,
@@ -123,16 +124,6 @@ class SweepResult:
                 "images_sha256": on.get("sha256"), "data_folder": on.get("folder")}
         return write_csv(path, SWEEP_FIELDS + DATA_FIELDS,
                          ({**r.to_dict(), **data} for r in self.records))
-
-
-def format_table(rows: Sequence[Sequence[Any]]) -> str:
-    """A plain fixed-width text table (header first), for notebooks and logs."""
-    text = [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(row[i]) for row in text) for i in range(len(text[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in text]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
 
 
 class CheckpointEvaluator:
