@@ -74,15 +74,17 @@ def test_bars_can_be_forced_either_way() -> None:
 def test_the_loss_guard_stops_at_the_end_of_the_first_epoch_that_is_not_a_number() -> None:
     import pytest
 
-    from msresnet.training.callbacks import LossGuard, TrainingDiverged
+    from msresnet.training.callbacks import EpochHistory, LossGuard, TrainingDiverged
 
-    guard, context = LossGuard(), Context()
+    history, context = EpochHistory(None, np.full(5, 0.01), batch_size=4), Context()
+    guard = LossGuard(history)
     for epoch, losses in [(1, [2.3, 2.1]), (2, [1.9, float("nan"), float("nan")])]:
         context.params.cur_epoch_num = epoch
-        guard.on_train_epoch_begin(context)
+        history.on_train_epoch_begin(context)
         for loss in losses:
+            context.params.cur_step_num += 1
             context.params.net_outputs = (np.float32(loss), False, 1024.0)
-            guard.on_train_step_end(context)
+            history.on_train_step_end(context)
         if epoch == 1:
             guard.on_train_epoch_end(context)  # finite: nothing happens
     with pytest.raises(TrainingDiverged, match=r"^epoch 2: the training loss is nan; stopped"):

@@ -264,28 +264,23 @@ class LossGuard(Callback):
     A loss of NaN or infinity never comes back: every later step trains on NaN
     weights, and validation scores them at chance. On one H100, float16 BatchNorm
     gave NaN from the first steps and an unguarded run spent 110 epochs on it
-    (``results/gpu/h100-2026-12-06-levers/``). Placed before the checkpoints, the
-    guard raises before that epoch's periodic or best checkpoint is written, so the
-    last ones saved are the last good ones and ``--resume`` starts from them.
+    (``results/gpu/h100-2026-12-06-levers/``). The guard reads the step losses the
+    run's :class:`EpochHistory` already collects (no second read of each loss) and,
+    placed before the checkpoints, raises before that epoch's periodic or best
+    checkpoint is written, so the last ones saved are the last good ones and
+    ``--resume`` starts from them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, history: EpochHistory) -> None:
         super().__init__()
-        self._bad: float | None = None
-
-    def on_train_epoch_begin(self, run_context: Any) -> None:
-        self._bad = None
-
-    def on_train_step_end(self, run_context: Any) -> None:
-        loss = loss_value(run_context.original_args().net_outputs)
-        if self._bad is None and not math.isfinite(loss):
-            self._bad = loss
+        self.history = history
 
     def on_train_epoch_end(self, run_context: Any) -> None:
-        if self._bad is not None:
+        bad = [loss for loss in self.history.epoch_losses if not math.isfinite(loss)]
+        if bad:
             epoch = int(run_context.original_args().cur_epoch_num)
             raise TrainingDiverged(
-                f"epoch {epoch}: the training loss is {self._bad}; stopped before this "
+                f"epoch {epoch}: the training loss is {bad[0]}; stopped before this "
                 "epoch's checkpoints (the ones saved before it are kept). Lower lr_max, "
                 "or on a GPU check amp_level, amp_batchnorm and loss_scale")
 
@@ -387,6 +382,11 @@ class EpochHistory(_StepCounter):
     def on_train_step_end(self, run_context: Any) -> None:
         self._losses.append(loss_value(run_context.original_args().net_outputs))
         self._last_step = time.perf_counter()
+
+    @property
+    def epoch_losses(self) -> list[float]:
+        """The losses of the current epoch's steps so far (what :class:`LossGuard` reads)."""
+        return self._losses
 
     def on_eval_begin(self, run_context: Any) -> None:
         self._eval_start = time.perf_counter()

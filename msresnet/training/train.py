@@ -303,7 +303,7 @@ def _callbacks(run: _Run, at: _Position, net: nn.Cell, lr: Any, progress: bool,
     history = EpochHistory(output_dir if main else None, lr, config.batch_size,
                            at.step_offset, previous)
     tracker, timer = _StepTracker(at.step_offset, at.initial_epoch), _FirstStepTimer()
-    cbs: list[Callback] = [timer, tracker, LossGuard()]  # before any checkpoint
+    cbs: list[Callback] = [timer, tracker, LossGuard(history)]  # before any checkpoint
     if progress and main:
         cbs.append(Progress(config.epoch_size, at.steps_per_epoch, config.batch_size, lr,
                             at.step_offset, file=progress_file))
