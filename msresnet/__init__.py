@@ -21,8 +21,8 @@ module), and on a module this docstring does not name. The layers, first to last
 
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
   are, the local mirror), ``atomic`` (crash-safe file writes), ``spelling`` (the one
-  "did you mean" hint), ``text_table`` (the one plain-text table), ``cli`` (the ``msresnet`` command, its one option spelling
-  and its one-line errors);
+  "did you mean" hint), ``text_table`` (the one plain-text table), ``cli`` (the
+  ``msresnet`` command, its one option spelling and its one-line errors);
 * ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
   counts, classes, mean and std; and its binary format: reading records,
   validating a folder), ``download`` (resumable, checksummed HTTP),
@@ -96,8 +96,8 @@ CPU_ISA_SETTING = apply_fast_isa()
 MINDSPORE_FREE_MODULES = frozenset({
     "cpu_speed", "paths", "atomic", "cli", "config", "config_rules", "config_table",
     "run_config", "model.lr_schedule", "model.architecture",
-    "spelling", "text_table", "data.download", "data.cifar10", "data.prepare", "data.splits", "data.identity",
-    "data.source",
+    "spelling", "text_table", "data.download", "data.cifar10", "data.prepare", "data.splits",
+    "data.identity", "data.source",
     "data.images", "training.distributed", "training.device",
     "storage.errors", "storage.urls", "storage.settings", "storage.etag", "storage.temp_files",
     "storage.s3_errors", "storage.s3_filesystem", "storage.store", "storage.backend",

@@ -37,8 +37,8 @@ def _checks(record: dict) -> dict[str, dict]:
     return {check["name"]: check for check in record["checks"]}
 
 
-def _history(folder: Path) -> list[dict[str, float]]:
-    with (folder / "history.csv").open() as handle:
+def _history(folder: Path, name: str = "history.csv") -> list[dict[str, float]]:
+    with (folder / name).open() as handle:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
 
 
@@ -297,14 +297,9 @@ def test_the_levers_the_page_gives_are_the_records():
     assert f"{bn16['images_per_second'] / rows['channels_last']:.2f}x PyTorch's" in MEASURED
     assert f"({rows['channels_last']:.1f} images/s in channels_last)" in MEASURED
     assert f"{base['images_per_second'] / rows['channels_last']:.2f}x" in MEASURED
-    history = _history_file(LEVERS / "gpu_fast_history.csv")
+    history = _history(LEVERS, "gpu_fast_history.csv")
     assert len(history) == 110 and all(row["train_loss"] != row["train_loss"] for row in history)
     assert {row["val_top1"] for row in history} == {0.1} and "trained 110 epochs of NaN" in MEASURED
-
-
-def _history_file(path: Path) -> list[dict[str, float]]:
-    with path.open() as handle:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
 
 
 def test_the_kernels_compiled_ahead_started_at_once():

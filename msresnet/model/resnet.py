@@ -57,6 +57,7 @@ from msresnet.model.architecture import (  # noqa: F401 - STEMS, STAGES ... re-e
     BN_EPS, BN_MOMENTUM, CLASSIFIER_SIGMA, DATA_FORMATS, EXPANSION, NO_DECAY_NAMES, STAGES,
     STEM_CHANNELS, STEMS)
 
+
 class ConvNHWC(nn.Cell):
     """``nn.Conv2d`` for NHWC activations whose weight keeps NCHW's layout and name.
 

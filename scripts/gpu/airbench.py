@@ -15,7 +15,8 @@ torchvision when they are missing; this script writes them from the binary batch
 first, so nothing is downloaded. All 50,000 training images train and the 10,000
 test images score, as in airbench's own runs.
 
-Usage, on a machine with PyTorch and a CUDA GPU, from the repository root::
+Usage, on a machine with PyTorch, torchvision (airbench imports it) and a CUDA GPU,
+from the repository root::
 
     python3 scripts/gpu/airbench.py DATA_DIR OUT.json airbench94:10 airbench96:2
 
@@ -62,33 +63,6 @@ def write_tensors(data_dir: str, folder: Path) -> dict[str, int]:
     return counts
 
 
-def torchvision_shim() -> None:
-    """airbench imports torchvision only for ``transforms.Normalize`` (and for the
-    download this script makes unnecessary); where torchvision is not installed, a
-    module with that one transform stands in."""
-    try:
-        import torchvision  # noqa: F401
-        return
-    except ImportError:
-        pass
-
-    class Normalize:
-        def __init__(self, mean, std):
-            self.mean, self.std = mean, std
-
-        def __call__(self, x: torch.Tensor) -> torch.Tensor:
-            shape = (-1, 1, 1)
-            mean = torch.as_tensor(self.mean, dtype=x.dtype, device=x.device).view(shape)
-            std = torch.as_tensor(self.std, dtype=x.dtype, device=x.device).view(shape)
-            return (x - mean) / std
-
-    vision = types.ModuleType("torchvision")
-    vision.transforms = types.ModuleType("torchvision.transforms")
-    vision.transforms.Normalize = Normalize
-    sys.modules["torchvision"] = vision
-    sys.modules["torchvision.transforms"] = vision.transforms
-
-
 def load(script: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(script, HERE / f"{script}.py")
     module = importlib.util.module_from_spec(spec)
@@ -97,7 +71,6 @@ def load(script: str) -> types.ModuleType:
 
 
 def main(data_dir: str, out: str, plan: list[str]) -> None:
-    torchvision_shim()
     work = Path(tempfile.mkdtemp(prefix="airbench-"))
     counts = write_tensors(data_dir, work / "cifar10")
     record = {"source": SOURCE, "data_dir": os.path.basename(os.path.abspath(data_dir)),

@@ -29,10 +29,10 @@ source "$R/env.sh"
 # fails at its first operator under the NumPy 2 of PyTorch's environment, and that
 # environment's SciPy under NumPy 1); installed into the runtime once.
 if [ -d .whl ]; then
-  ls .whl/numpy-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/numpy" ] && \
-    python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/numpy-*.whl
-  ls .whl/scipy-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/scipy" ] && \
-    python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/scipy-*.whl
+  for pkg in numpy scipy; do
+    ls .whl/$pkg-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/$pkg" ] && \
+      python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/$pkg-*.whl
+  done
   for w in .whl/nvidia_*.whl; do [ -f "$w" ] && unzip -q -o "$w" -d "$R/nv"; done
 fi
 CUPTI=$R/nv/nvidia/cuda_cupti/lib
@@ -54,6 +54,10 @@ step() {  # step NAME SECONDS_NEEDED COMMAND...: run it unless too little time i
   local rc=$?
   log "end $name: exit $rc after $(($(date +%s) - t)) s"
   return $rc
+}
+airbench() {  # PyTorch's own environment (no MindSpore runtime, NumPy 2)
+  want airbench && [ ! -f "$O/airbench.json" ] && step airbench 150 env PYTHONPATH=$PWD \
+    python3 scripts/gpu/airbench.py "$D" "$O/airbench.json" $AIRBENCH
 }
 keep() {  # keep RUN_DIR NAME: the run's small files into the records
   mkdir -p "$O/$2"
@@ -83,16 +87,14 @@ if want probe; then
     log "probe timed out: the driver compiles kernels; the twin meanwhile"
     (python3 -c "$PROBE" > "$O/probe_jit.log" 2>&1; log "JIT probe: exit $?") &
     JIT=$!
-    want airbench && step airbench 150 env PYTHONPATH=$PWD python3 scripts/gpu/airbench.py "$D" "$O/airbench.json" \
-      $AIRBENCH
+    airbench
     wait $JIT
   elif [ $rc -ne 0 ]; then
     log "MindSpore failed: $(grep -E 'Error|error' "$O/probe.log" | tail -1); PyTorch only"
     MINDSPORE=0
   fi
 fi
-want airbench && [ ! -f "$O/airbench.json" ] && step airbench 150 env PYTHONPATH=$PWD python3 scripts/gpu/airbench.py \
-  "$D" "$O/airbench.json" $AIRBENCH
+airbench
 want pytorch && step pytorch 60 env PYTHONPATH=$PWD python3 scripts/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
 if want levers && [ $MINDSPORE = 1 ]; then
   step levers 120 python3 scripts/gpu/levers.py "$O/levers.json" results/gpu/fast.yaml "$D" 12800 \

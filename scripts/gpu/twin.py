@@ -64,7 +64,6 @@ from msresnet.model.architecture import (BN_EPS, CLASSIFIER_SIGMA, EXPANSION, ST
                                          STEM_CHANNELS)
 
 
-
 class SameConv(nn.Conv2d):
     """A bias-free convolution padded as MindSpore's ``pad_mode="same"`` pads: the
     total padding split with the extra pixel at the bottom and right."""
