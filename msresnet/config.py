@@ -311,6 +311,11 @@ def _check_values(values: Mapping[str, Any], source_of: Callable[[str], str]) ->
             over(key, "device_target", f"{value!r} needs device_target 'GPU' (got {{limit}})")
     if checked["amp_batchnorm"] == "float16" and checked["amp_level"] != "O2":
         over("amp_batchnorm", "amp_level", "'float16' changes O2 only (amp_level {limit})")
+    if checked["amp_batchnorm"] == "float16" and checked["data_format"] == "NHWC":
+        # MindSpore 2.10 fuses float16 BatchNorm with its ReLU in NHWC, and that fused
+        # step's gradients are wrong: NaN from the first epoch (results/gpu/)
+        over("amp_batchnorm", "data_format", "'float16' trains to NaN with data_format "
+             "{limit} on MindSpore 2.10's GPU kernels; use data_format 'NCHW'")
     # ResNet50's last stage sees image_size/32 pixels a side (imagenet stem: stride 2,
     # max pool, three stride-2 stages; cifar stem: the three stages only, /8). With one
     # image of 1x1 a batch, BatchNorm has one value per channel: the unbiased variance

@@ -13,7 +13,9 @@ deliberate mistake.
   ``msresnet.model.architecture`` and the split, schedule and profile from msresnet,
   keeping no copy of them.
 * The config keys refuse GPU-only values elsewhere; ``amp_batchnorm: float16``
-  clears BatchNorm's casts and nothing else's; a network built off a GPU is NCHW.
+  clears BatchNorm's casts and nothing else's, refuses NHWC and keeps the GPU
+  backend in NCHW; a network built off a GPU is NCHW.
+* ``bn_check.py``'s float64 reference is what MindSpore's CPU kernels compute.
 """
 
 from __future__ import annotations
@@ -206,6 +208,70 @@ def test_float16_batchnorm_only_applies_to_o2():
 
     with pytest.raises(ConfigError, match="amp_batchnorm: 'float16' changes O2 only"):
         load_config("gpu", parse_overrides(["--amp_batchnorm", "float16", "--amp_level", "O3"]))
+
+
+def test_float16_batchnorm_refuses_nhwc_where_its_fused_gradients_are_wrong():
+    from msresnet.config import ConfigError, load_config, parse_overrides
+
+    with pytest.raises(ConfigError, match="amp_batchnorm: 'float16' trains to NaN with "
+                                          "data_format 'NHWC'"):
+        load_config("gpu", parse_overrides(["--amp_batchnorm", "float16", "--amp_level", "O2",
+                                            "--data_format", "NHWC"]))
+
+
+def test_float16_batchnorm_keeps_the_gpu_backend_in_nchw():
+    """The context that keeps MindSpore from fusing float16 BatchNorm with its ReLU:
+    set for float16 BatchNorm on a GPU, and only then."""
+    from msresnet.config import load_config, parse_overrides
+    from msresnet.training.factories import speed_context
+
+    def context(*args: str) -> dict:
+        return speed_context(load_config("gpu", parse_overrides(["--amp_level", "O2", *args])))
+
+    assert context() == {}
+    assert context("--amp_batchnorm", "float16") == {"disable_format_transform": True}
+    assert context("--graph_kernel", "true") == {"enable_graph_kernel": True}
+    assert speed_context(load_config("cpu")) == {}
+
+
+@pytest.mark.parametrize("pattern", ["bn", "bn_relu", "bn_add_relu"])
+def test_the_batchnorm_checks_reference_is_mindsporess_own_result_on_the_cpu(pattern):
+    """scripts/gpu/bn_check.py judges the GPU's kernels by its float64 reference; the
+    CPU's float32 kernels agree with it to float32's precision, in each pattern."""
+    import msresnet  # noqa: F401
+    import mindspore as ms
+
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import bn_check
+    finally:
+        sys.path.remove(str(TOOLS))
+    ms.set_context(mode=ms.GRAPH_MODE)
+    result = bn_check.run_case("NCHW", "float32", (8, 4, 5, 5), 3.0, pattern)
+    for name in ("y", "dx", "dgamma", "dbeta"):
+        assert result[name]["finite"] and result[name]["rel_err"] < 1e-5, (name, result)
+    x, dy = bn_check.inputs((8, 4, 5, 5), 3.0)
+    _, wrong, _, _ = bn_check.reference(x, dy, pattern="bn")  # the ReLU's mask matters
+    _, right, _, _ = bn_check.reference(x, dy, pattern="bn_relu")
+    assert abs(wrong - right).max() > 0.1 * abs(right).max()
+
+
+def test_relu_as_maximum_is_relu():
+    import numpy as np
+
+    import msresnet  # noqa: F401
+    import mindspore as ms
+    from mindspore import nn
+
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import lever_patches
+    finally:
+        sys.path.remove(str(TOOLS))
+    x = ms.Tensor(np.linspace(-2, 2, 24, dtype=np.float32).reshape(2, 3, 2, 2))
+    assert (lever_patches.MaximumReLU()(x).asnumpy() == nn.ReLU()(x).asnumpy()).all()
+    with pytest.raises(ValueError, match="unknown lever patch"):
+        lever_patches.apply(["fast"])
 
 
 def test_float16_batchnorm_clears_the_casts_of_batchnorm_alone():

@@ -78,7 +78,10 @@ class ConvNHWC(nn.Cell):
                                data_format="NHWC")
 
     def construct(self, x):
-        return self.conv(x, ops.transpose(self.weight, (0, 2, 3, 1)))
+        # Mixed precision casts a cell's parameters where a primitive takes them
+        # directly; this one reaches Conv2D through a transpose, so cast it here.
+        weight = ops.cast(self.weight, x.dtype)
+        return self.conv(x, ops.transpose(weight, (0, 2, 3, 1)))
 
 
 def _conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,

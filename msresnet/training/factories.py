@@ -65,11 +65,28 @@ def set_context(config: Config) -> None:
         if current != config.device_target:
             raise TrainError(f"device_target {config.device_target!r} requested but this "
                              f"process already runs on {current!r}; restart it") from None
-    ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE)
-    if config.graph_kernel:
-        ms.set_context(enable_graph_kernel=True)
+    ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE,
+                   **speed_context(config))
     if config.jit_level is not None:
         ms.set_context(jit_config={"jit_level": config.jit_level})
+
+
+def speed_context(config: Config) -> dict[str, bool]:
+    """The MindSpore context settings that the profile's speed keys ask for.
+
+    ``amp_batchnorm: float16`` also turns off the GPU backend's automatic move of
+    float16 convolutions and BatchNorm to NHWC: there MindSpore 2.10 fuses each
+    BatchNorm with the ReLU (and residual add) after it, and on an H100 that fused
+    step's input gradient was 70 % off a float64 reference while BatchNorm alone
+    was right, and training went to NaN (``results/gpu/h100-2026-12-06-fusion/``).
+    In NCHW the same graph trained, 1.9x faster than float32 BatchNorm.
+    """
+    options = {}
+    if config.graph_kernel:
+        options["enable_graph_kernel"] = True
+    if config.amp_batchnorm == "float16" and config.device_target == "GPU":
+        options["disable_format_transform"] = True
+    return options
 
 
 def make_datasets(config: Config, rank: RankInfo = RankInfo(), source: DataSource | None = None,

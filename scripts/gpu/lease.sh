@@ -3,6 +3,8 @@
 # too little time is left before DEADLINE (Unix seconds):
 #   probe     MindSpore's first GPU operator (seconds with precompiled sm_90 kernels;
 #             the driver's JIT otherwise, about 9 minutes on a fresh machine)
+#   bncheck   BatchNorm alone, float16 and float32, NCHW and NHWC, against a float64
+#             reference (scripts/gpu/bn_check.py)
 #   airbench  airbench94/96 (scripts/gpu/airbench.py) on this data: what a recipe known
 #             to reach 94 % / 96 % on the official files reaches on this copy
 #   pytorch   PyTorch's step at 32x32, batch 256, NCHW and channels_last
@@ -21,7 +23,7 @@
 # one archive under $OUT), and make the next one at once.
 #   STEPS: which of the steps above to run (default: all, in that order)
 set -u
-R=$1; O=$2; END=$3; STEPS=${4:-probe,airbench,pytorch,levers,choose,gpu-fast,twin}
+R=$1; O=$2; END=$3; STEPS=${4:-probe,bncheck,airbench,pytorch,levers,choose,gpu-fast,twin}
 AIRBENCH=${AIRBENCH:-airbench94:8 airbench96:1}
 source "$R/env.sh"
 # Wheels that travel beside the bundle in .whl/ (the profiler's CUPTI; NumPy 1.26 and
@@ -95,14 +97,16 @@ if want probe; then
   fi
 fi
 airbench
+want bncheck && [ $MINDSPORE = 1 ] && step bn_check 90 python3 scripts/gpu/bn_check.py "$O/bn_check.json"
+want bnfused && [ $MINDSPORE = 1 ] && step bn_fused 60 python3 scripts/gpu/bn_check.py "$O/bn_fused.json" fused
 want pytorch && step pytorch 60 env PYTHONPATH=$PWD python3 scripts/gpu/pytorch_gpu.py "$O/pytorch.json" 256x32xcifar
 if want levers && [ $MINDSPORE = 1 ]; then
+  # LEVERS (names and overrides, levers.py's syntax) replaces the default list
   step levers 120 python3 scripts/gpu/levers.py "$O/levers.json" results/gpu/fast.yaml "$D" 12800 \
-    base: nhwc:data_format=NHWC bn16:amp_batchnorm=float16 \
+    ${LEVERS:-base: nhwc:data_format=NHWC bn16:amp_batchnorm=float16 \
     nhwc_bn16:data_format=NHWC,amp_batchnorm=float16 \
-    nhwc_bn16_gk:data_format=NHWC,amp_batchnorm=float16,graph_kernel=true \
     nhwc_bn16_b512:data_format=NHWC,amp_batchnorm=float16,batch_size=512 \
-    profile: profile_nhwc_bn16:data_format=NHWC,amp_batchnorm=float16
+    profile: profile_nhwc_bn16:data_format=NHWC,amp_batchnorm=float16}
   # the profiler's tables only (its raw traces are large); watch.sh packs them
   find "$O"/profile* -type f ! -name '*.csv' ! -name '*.txt' ! -name '*.json' -delete 2>/dev/null
   find "$O"/profile* -type f -size +4M -delete 2>/dev/null

@@ -9,6 +9,9 @@ factories and data pipeline, ``Model.train`` with data sink, two epochs of
 IMAGES images (the first compiles, the second is timed). A lever that fails is
 recorded with the last line of its error and the others go on.
 
+An item ``+name`` instead of ``key=value`` applies a process-wide patch of
+``scripts/gpu/lever_patches.py``; ``choose_profile.py`` never takes such a lever.
+
 Usage, on the GPU machine, from the repository root (``env.sh`` sourced)::
 
     python3 scripts/gpu/levers.py OUT.json PROFILE DATA_DIR IMAGES \\
@@ -35,7 +38,13 @@ def worker(profile: str, data_dir: str, images: int, overrides: list[str]) -> No
     from msresnet.config import load_config, parse_overrides
     from msresnet.doctor.speed import timed_run
 
-    args = [f"--data_dir={data_dir}", *(f"--{item}" for item in overrides)]  # key=value
+    patches = [item[1:] for item in overrides if item.startswith("+")]
+    if patches:  # process-wide experiments (scripts/gpu/lever_patches.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import lever_patches
+        lever_patches.apply(patches)
+    keys = [item for item in overrides if not item.startswith("+")]
+    args = [f"--data_dir={data_dir}", *(f"--{item}" for item in keys)]  # key=value
     config = load_config(profile, parse_overrides(args))
     steps = max(1, images // config.batch_size)
     folder = os.environ.get(PROFILE_ENV)
