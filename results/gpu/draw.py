@@ -1,4 +1,4 @@
-"""Draw the GPU page's figure from the records: the ``gpu-fast`` recipe for 75 epochs
+"""Draw the GPU page's figure from the records: the fast recipe for 75 epochs
 in MindSpore (``h100-fast75/``) and in its PyTorch twin
 (``h100-2026-12-06/twin_fast75.json``), validation top-1 per epoch and each test top-1.
 
@@ -46,7 +46,7 @@ def draw_twin(out: Path = TWIN_FIGURE) -> tuple[Path, str]:
     axes.set_ylim(30, 100)
     axes.legend(loc="lower right")
     caption = (
-        f"The `gpu-fast` recipe for {len(ours)} epochs on one H100 in MindSpore and in its "
+        f"The fast recipe for {len(ours)} epochs on one H100 in MindSpore and in its "
         f"PyTorch twin (measured, drawn from `h100-fast75/` and "
         f"`h100-2026-12-06/` by `results/gpu/draw.py`). Lines: top-1 on the 5,000 held-out "
         f"training images after each epoch. Star and cross: test top-1 on the 10,000 test "

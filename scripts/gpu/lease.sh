@@ -16,7 +16,7 @@
 #   twin      the PyTorch twin of results/gpu/fast.yaml for 18 epochs, then 75 (the
 #             two MindSpore runs on record), as time allows
 # Usage, from the repository root of a copy that nothing else writes to:
-#   setsid scripts/gpu/lease.sh RUNTIME RECORDS DEADLINE [STEPS] &
+#   setsid bash scripts/gpu/lease.sh RUNTIME RECORDS DEADLINE [STEPS] &
 #   RUNTIME: the folder scripts/gpu/assemble.sh unpacked; RECORDS: small files only
 # The machine goes back 30 s after a call returns: keep a call running while this
 # chain does (scripts/gpu/watch.sh RECORDS SECONDS, which also packs RECORDS into
@@ -26,6 +26,8 @@ set -u
 R=$1; O=$2; END=$3; STEPS=${4:-probe,bncheck,airbench,pytorch,levers,choose,gpu-fast,twin}
 AIRBENCH=${AIRBENCH:-airbench94:8 airbench96:1}
 source "$R/env.sh"
+mkdir -p "$O"
+echo $$ > "$O/chain.pid"  # first: scripts/gpu/watch.sh waits on it (the wheels take seconds)
 # Wheels that travel beside the bundle in .whl/ (the profiler's CUPTI; NumPy 1.26 and
 # SciPy 1.13 for a bundle built before make_bundle.sh packed them: MindSpore 2.10
 # fails at its first operator under the NumPy 2 of PyTorch's environment, and that
@@ -35,15 +37,14 @@ if [ -d .whl ]; then
     ls .whl/$pkg-*.whl >/dev/null 2>&1 && [ ! -d "$R/whl/$pkg" ] && \
       python3 -m pip install -q --no-index --no-deps --target "$R/whl" .whl/$pkg-*.whl
   done
-  for w in .whl/nvidia_*.whl; do [ -f "$w" ] && unzip -q -o "$w" -d "$R/nv"; done
+  # (no unzip on the GPU machine: the profiler's CUPTI stayed packed on 2026-12-06)
+  for w in .whl/nvidia_*.whl; do [ -f "$w" ] && python3 -m zipfile -e "$w" "$R/nv"; done
 fi
 CUPTI=$R/nv/nvidia/cuda_cupti/lib
 [ -d "$CUPTI" ] && ln -sf "$(ls "$CUPTI" | grep -m1 'libcupti.so.')" "$CUPTI/libcupti.so" && \
   export LD_LIBRARY_PATH=$CUPTI:$LD_LIBRARY_PATH
 export PYTHONPATH=$PWD:$R/site:$R/whl MSRESNET_DATA_DIR=$R/data
 D=$R/data
-mkdir -p "$O"
-echo $$ > "$O/chain.pid"  # scripts/gpu/watch.sh waits on it
 left() { echo $((END - $(date +%s))); }
 log() { echo "[$(date -u +%T)] $*" | tee -a "$O/chain.log"; }
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
