@@ -51,11 +51,11 @@ module), and on a module this docstring does not name. The layers, first to last
   ``ema`` (the weight average kept beside training), ``factories``
   (network, optimizer, loss, metrics, device setting and datasets from a config),
   ``resume`` (which checkpoint a run continues, what may differ, restoring it),
-  ``train`` (``msresnet train``), ``sweep`` (``msresnet sweep``: score every
+  ``train`` (the one training function), ``sweep`` (``msresnet sweep``: score every
   checkpoint);
 * ``ranks``: a data-parallel run's evidence, ``dump`` (the callback a worker adds
-  with ``--rank_dump``; training imports it only then) and ``analysis`` (chapter
-  7's reading and replay of the rank records; no training worker imports it);
+  with ``--rank_dump``; the train command imports it only then) and ``analysis``
+  (chapter 7's reading and replay of the rank records; no training worker imports it);
 * ``storage``: ``errors`` (one class per failure, naming the URL), ``urls`` (local
   paths, ``s3://``, ``obs://``), ``settings`` (the environment; credentials never
   kept), ``etag`` (is the copy already there?), ``temp_files`` (written whole or
@@ -86,7 +86,10 @@ module), and on a module this docstring does not name. The layers, first to last
   pattern and metric records),
   ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
   page), ``results_figures`` (its figures, drawn from the records), ``lab``
-  (JupyterLab).
+  (JupyterLab);
+* ``commands``: the verbs' command lines, each over one library function:
+  ``train`` (``msresnet train``; the first verb moved here, the others still live
+  beside their functions).
 """
 
 from msresnet.cpu_speed import apply_fast_isa

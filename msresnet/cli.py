@@ -160,7 +160,7 @@ def count_or_null(text: str) -> int | None:
 COMMANDS: dict[str, tuple[str, str]] = {
     # verb: (module with main(argv), one line for ``msresnet --help``), in the book's order
     "prepare": ("msresnet.data.prepare", "download or copy CIFAR-10, check it, make the ready folder"),
-    "train": ("msresnet.training.train", "train and validate ResNet50 under a profile"),
+    "train": ("msresnet.commands.train", "train and validate ResNet50 under a profile"),
     "sweep": ("msresnet.training.sweep", "score every checkpoint of a run, promote the best"),
     "export": ("msresnet.deploy.export", "a checkpoint to MINDIR, ONNX and INT8 ONNX"),
     "predict": ("msresnet.deploy.predict", "the top-5 classes of pictures (checkpoint, MINDIR or ONNX)"),

@@ -13,7 +13,7 @@ import pytest
 
 from msresnet.experiments import ablation as ab
 from msresnet.config import load_config
-from msresnet.training.train import parse_args
+from msresnet.commands.train import parse_args
 
 
 def test_every_row_changes_what_it_says_and_its_command_parses():

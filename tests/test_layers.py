@@ -196,8 +196,8 @@ def test_init_imports_only_the_cpu_setting():
 
 def test_subpackages_import_nothing():
     """Importing ``msresnet.training`` must not load MindSpore, nor anything else."""
-    assert SUBPACKAGES == ["chapters", "data", "deploy", "doctor", "experiments", "jobs", "model",
-                           "ranks", "storage", "testing", "training"]
+    assert SUBPACKAGES == ["chapters", "commands", "data", "deploy", "doctor", "experiments",
+                           "jobs", "model", "ranks", "storage", "testing", "training"]
     for name in SUBPACKAGES:
         assert imports((PACKAGE / name / "__init__.py").read_text(), lazy=True) == set(), name
 

@@ -29,8 +29,8 @@ from msresnet.training import sweep as sw
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
 from msresnet.run_config import recorded_config
-from msresnet.training.train import (TrainError, parse_args, train_and_evaluate,
-                            validation_epochs)
+from msresnet.commands.train import parse_args
+from msresnet.training.train import TrainError, train_and_evaluate, validation_epochs
 
 SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
          "nesterov": True,  # the hand-written optimizer must resume exactly too
@@ -204,20 +204,22 @@ def test_validation_epochs_always_include_the_last():
 
 def test_rank_dump_callback_only_when_the_launcher_asks(tmp_path):
     """The command line adds chapter 7's RankDump only with MSRESNET_RANK_DUMP set,
-    and the training module does not import the evidence code at all."""
+    and the training module does not import the evidence code at all, not even
+    inside a function (the training package and ``ranks`` import in one direction)."""
     import msresnet.training.train as train_module
+    from msresnet.commands.train import callbacks_from_environment
     from msresnet.training.distributed import DUMP_VARIABLE
-    from msresnet.training.train import callbacks_from_environment
 
     assert callbacks_from_environment({}) == []
     assert callbacks_from_environment({DUMP_VARIABLE: "  "}) == []
     [dump] = callbacks_from_environment({DUMP_VARIABLE: str(tmp_path)})
     assert type(dump).__name__ == "RankDump" and dump.directory == tmp_path
     tree = ast.parse(Path(train_module.__file__).read_text())
-    top_level = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
-    assert "msresnet.training.distributed" in top_level
-    assert not top_level & {"msresnet.ranks.dump", "msresnet.ranks.analysis", "msresnet.jobs.launch"}
-    assert train_module.DUMP_VARIABLE == "MSRESNET_RANK_DUMP"
+    anywhere = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "msresnet.training.distributed" in anywhere
+    assert not {m for m in anywhere if m.startswith(("msresnet.ranks", "msresnet.commands"))}
+    assert "msresnet.jobs.launch" not in anywhere
+    assert DUMP_VARIABLE == "MSRESNET_RANK_DUMP"
 
 
 def test_rank_helpers_on_one_device_and_in_a_group():
@@ -330,7 +332,7 @@ def test_a_training_start_validates_the_data_once_and_splits_it_once(runs):
 def test_a_failed_start_leaves_no_empty_output_folder(tmp_path):
     """Training fails after it made the output folder (an empty checkpoint to resume
     from is found out only when it is read): the folders it made go, others stay."""
-    from msresnet.training.train import main
+    from msresnet.commands.train import main
 
     broken = tmp_path / "broken.ckpt"
     broken.touch()

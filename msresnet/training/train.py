@@ -1,7 +1,8 @@
 """Train and validate ResNet50 on CIFAR-10: the one training function of the book.
 
-The notebook of chapter 4 and the command line run the same
-:func:`train_and_evaluate`, so a remote job runs exactly what the book teaches::
+The notebook of chapter 4 and the command line (:mod:`msresnet.commands.train`) run
+the same :func:`train_and_evaluate`, so a remote job runs exactly what the book
+teaches::
 
     msresnet train --config configs/smoke.yaml --output runs/smoke
     msresnet train smoke --epoch_size 3 --train_samples 256
@@ -40,7 +41,8 @@ repository where the book has no reason to differ:
 * Distributed-ready: with ``mindspore.communication`` initialised (msrun), the data
   is sharded by rank and only rank 0 writes files. Extra callbacks come in through
   ``extra_callbacks``; the command line adds chapter 7's per-rank evidence
-  (:class:`msresnet.ranks.dump.RankDump`) when the launcher's ``--rank_dump`` asked.
+  (:class:`msresnet.ranks.dump.RankDump`) when the launcher's ``--rank_dump`` asked,
+  so this module never imports :mod:`msresnet.ranks`.
 
 Graph mode is the default because it is faster on the CPU: on the 2-core test
 machine (shared with other jobs at the time), the smoke profile cut to 512 training
@@ -53,10 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,17 +68,15 @@ import mindspore.dataset as ds
 from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
-from msresnet.cli import ArgumentParser
 from msresnet.atomic import output_folder, write_json, write_text
-from msresnet.config import Config, ConfigError, available_profiles, parse_overrides
+from msresnet.config import Config
 from msresnet.data.source import DataSource, open_data_source
 from msresnet.run_config import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
                                  recorded_config, recording)
 from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory,
                                          LossGuard, Progress, StopAfterEpoch, read_history)
 from msresnet.training.checkpoints import (PREFIX, list_checkpoints)
-from msresnet.training.distributed import (DUMP_VARIABLE, RankInfo, init_if_launched,
-                                           rank_info)
+from msresnet.training.distributed import RankInfo, init_if_launched, rank_info
 from msresnet.training.device import device_policy
 from msresnet.training.ema import WeightAverage
 from msresnet.training.factories import (TrainError, make_datasets, make_model,
@@ -408,83 +406,3 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
             log.info("done: %d epochs, %d steps, %.1f s", result.epochs, result.steps,
                      result.seconds)
             return result
-
-
-# --------------------------------------------------------------------------- CLI
-def callbacks_from_environment(environ: Mapping[str, str] | None = None) -> list[Callback]:
-    """``[RankDump(folder)]`` when :data:`~msresnet.training.distributed.DUMP_VARIABLE` names a
-    folder (``msresnet launch --rank_dump`` sets it), else ``[]``.
-
-    Only the command line asks: the evidence code of chapter 7 is imported here, on
-    demand, so the training function itself never depends on it.
-    """
-    env = os.environ if environ is None else environ
-    folder = env.get(DUMP_VARIABLE, "").strip()
-    if not folder:
-        return []
-    from msresnet.ranks.dump import RankDump
-
-    return [RankDump(folder)]
-
-
-def _parser() -> ArgumentParser:
-    parser = ArgumentParser(
-        prog="msresnet train",
-        usage="msresnet train [PROFILE | --config PROFILE_OR_YAML] [--output_dir DIR]\n"
-              "                      [--stop_after_epoch N] [--no_progress] [--KEY VALUE ...]",
-        description="Train and validate ResNet50 on CIFAR-10 under a profile.",
-        epilog="Every Config field can be overridden with --KEY VALUE (e.g. --epoch_size 3 "
-               "--train_samples 256 --resume_from auto; chapter 2 lists them). The data "
-               "folder: --data_dir DIR, else $MSRESNET_DATA_DIR, else the profile's (those "
-               "two relative to the repository root).")
-    parser.add_argument("--config", default=None, help="the profile: smoke, cpu, gpu or "
-                        "ascend (configs/<name>.yaml), or a YAML path; also the first word")
-    parser.add_argument("--output_dir", default=None, help="where the run writes "
-                        "(default: the profile's output_dir)")
-    parser.add_argument("--stop_after_epoch", type=int, default=None,
-                        help="stop after this epoch, as if interrupted (resume continues)")
-    parser.add_argument("--no_progress", action="store_true", help="no progress bar")
-    return parser
-
-
-def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bool]:
-    """``(profile_or_path, overrides, stop_after_epoch, progress)`` from the command line;
-    a bad value raises :class:`~msresnet.config.ConfigError` naming it."""
-    argv = list(argv)
-    # the profile as the first word (a positional would reorder the --KEY VALUE pairs
-    # argparse does not know, which go on to parse_overrides in their order)
-    first = argv.pop(0) if argv and not argv[0].startswith("-") else None
-    args, rest = _parser().parse_known_args(argv)
-    if first and args.config and first != args.config:
-        raise ConfigError(f"two profiles given: {first!r} and --config {args.config!r}")
-    # '' is a typo, not "the default profile": smoke only when none is named at all
-    profile = args.config if args.config is not None else first
-    if profile is not None and not profile.strip():
-        raise ConfigError(f"profile: empty name {profile!r}; name a profile "
-                          f"({', '.join(available_profiles())}) or a YAML file", key="profile")
-    # 0 or less would still train a whole epoch before the callback could stop it
-    if args.stop_after_epoch is not None and args.stop_after_epoch < 1:
-        raise ConfigError(f"--stop_after_epoch: must be a positive integer, got "
-                          f"{args.stop_after_epoch}", key="stop_after_epoch")
-    overrides = dict(parse_overrides(rest))
-    if args.output_dir is not None:
-        overrides["output_dir"] = args.output_dir
-    return profile or "smoke", overrides, args.stop_after_epoch, not args.no_progress
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``msresnet train``: train, print a one-line summary; a bad config or a run that
-    cannot start raises, and ``msresnet`` prints the one line (:func:`msresnet.cli.run`)."""
-    argv = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    profile, overrides, stop, progress = parse_args(argv)
-    result = train_and_evaluate(build_run_config(profile, overrides), stop_after_epoch=stop,
-                                progress=progress, extra_callbacks=callbacks_from_environment())
-    best = result.best or {}
-    print(json.dumps({"output_dir": str(result.output_dir), "epochs": result.epochs,
-                      "steps": result.steps, "seconds": result.seconds,
-                      "final_loss": result.final_loss, "best_top1": best.get("top1"),
-                      "test_top1": (result.test or {}).get("chosen", {}).get("top1"),
-                      "last_test_top1": (result.test or {}).get("last", {}).get("top1")}))
-    return 0
