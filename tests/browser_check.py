@@ -364,6 +364,37 @@ def page_overflow(context, url: str, width: int = 390) -> tuple[int, list[str]]:
     return result["scroll"], result["found"]
 
 
+_CUT_LINKS_JS = """() => {
+  const inside = (el, box) => { const r = el.getBoundingClientRect();
+    return r.width === 0 || (r.left >= box.left - 0.5 && r.right <= box.right + 0.5); };
+  const text = el => el.textContent.replace(/\\s+/g, ' ').trim().slice(0, 60);
+  const cut = [];
+  const side = document.querySelector('.bd-sidebar-secondary');
+  if (side && side.getBoundingClientRect().left < window.innerWidth) {
+    const box = side.getBoundingClientRect();
+    for (const a of side.querySelectorAll('a')) if (!inside(a, box)) cut.push('contents: ' + text(a));
+  }
+  const page = {left: 0, right: document.documentElement.clientWidth};
+  for (const a of document.querySelectorAll('.prev-next-area a'))
+    if (!inside(a, page)) cut.push('previous/next: ' + text(a));
+  return cut;
+}"""
+
+
+def cut_links(context, url: str, width: int) -> list[str]:
+    """The right-hand contents entries that reach past their column's box and the
+    "Previous"/"Next" links that reach past the window, at ``width`` pixels (a
+    contents column hidden off-screen on a phone is not looked at)."""
+    page = context.new_page()
+    try:
+        page.set_viewport_size({"width": width, "height": 800})
+        page.goto(url, wait_until="load")
+        page.evaluate("document.fonts.ready.then(() => null)")
+        return page.evaluate(_CUT_LINKS_JS)
+    finally:
+        page.close()
+
+
 def sidebar_titles(context, url: str) -> dict[str, str]:
     """The book's table of contents as the sidebar of ``url`` shows it: page URL -> text."""
     page = context.new_page()

@@ -158,6 +158,15 @@ def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: 
                                        f"{scroll} px:\n  " + "\n  ".join(found))
 
 
+@pytest.mark.parametrize("width", [PHONE, 1280])
+@pytest.mark.parametrize("stem", PAGES)
+def test_no_contents_entry_or_next_link_is_cut(book, base_url: str, stem: str,
+                                               width: int) -> None:
+    context, _, _ = book
+    cut = browser_check.cut_links(context, f"{base_url}{stem}.html", width=width)
+    assert not cut, f"{stem}.html at {width} px:\n  " + "\n  ".join(cut)
+
+
 def test_formulas_render_from_the_books_own_mathjax(book, base_url: str,
                                                     built_html: Path) -> None:
     """Chapter 2's formulas are typeset by the MathJax copy the book carries
