@@ -353,15 +353,22 @@ def page_overflow(context, url: str, width: int = 390) -> tuple[int, list[str]]:
     """How many pixels ``url`` scrolls sideways in a ``width``-pixel window (0: none), and
     what pushes it wider: the elements (or their text) that reach past the window's
     right edge without a scrolling box around them, outermost first."""
+    scroll, found, _ = page_layout(context, url, width)
+    return scroll, found
+
+
+def page_layout(context, url: str, width: int) -> tuple[int, list[str], list[str]]:
+    """:func:`page_overflow`'s two answers and :func:`cut_links`'s, from one visit."""
     page = context.new_page()
     try:
         page.set_viewport_size({"width": width, "height": 800})
         page.goto(url, wait_until="load")
         page.evaluate("document.fonts.ready.then(() => null)")
         result = page.evaluate(_PAGE_OVERFLOW_JS)
+        cut = page.evaluate(_CUT_LINKS_JS)
     finally:
         page.close()
-    return result["scroll"], result["found"]
+    return result["scroll"], result["found"], cut
 
 
 _CUT_LINKS_JS = """() => {
@@ -385,14 +392,7 @@ def cut_links(context, url: str, width: int) -> list[str]:
     """The right-hand contents entries that reach past their column's box and the
     "Previous"/"Next" links that reach past the window, at ``width`` pixels (a
     contents column hidden off-screen on a phone is not looked at)."""
-    page = context.new_page()
-    try:
-        page.set_viewport_size({"width": width, "height": 800})
-        page.goto(url, wait_until="load")
-        page.evaluate("document.fonts.ready.then(() => null)")
-        return page.evaluate(_CUT_LINKS_JS)
-    finally:
-        page.close()
+    return page_layout(context, url, width)[2]
 
 
 def sidebar_titles(context, url: str) -> dict[str, str]:

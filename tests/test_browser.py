@@ -149,11 +149,22 @@ PHONE = 390
 scroll sideways there; code blocks and tables may scroll inside their own box."""
 
 
+_LAYOUTS: dict[tuple[str, int], tuple[int, list[str], list[str]]] = {}
+"""One visit per page and width for the two tests below (the browser test's time)."""
+
+
+def _layout(book, base_url: str, stem: str, width: int) -> tuple[int, list[str], list[str]]:
+    if (stem, width) not in _LAYOUTS:
+        context, _, _ = book
+        _LAYOUTS[stem, width] = browser_check.page_layout(context, f"{base_url}{stem}.html",
+                                                          width)
+    return _LAYOUTS[stem, width]
+
+
 @pytest.mark.parametrize("width", [PHONE, 1280])
 @pytest.mark.parametrize("stem", PAGES)
 def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: int) -> None:
-    context, _, _ = book
-    scroll, found = browser_check.page_overflow(context, f"{base_url}{stem}.html", width=width)
+    scroll, found, _ = _layout(book, base_url, stem, width)
     assert scroll <= 0 and not found, (f"{stem}.html at {width} px scrolls sideways by "
                                        f"{scroll} px:\n  " + "\n  ".join(found))
 
@@ -162,8 +173,7 @@ def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: 
 @pytest.mark.parametrize("stem", PAGES)
 def test_no_contents_entry_or_next_link_is_cut(book, base_url: str, stem: str,
                                                width: int) -> None:
-    context, _, _ = book
-    cut = browser_check.cut_links(context, f"{base_url}{stem}.html", width=width)
+    _, _, cut = _layout(book, base_url, stem, width)
     assert not cut, f"{stem}.html at {width} px:\n  " + "\n  ".join(cut)
 
 
