@@ -128,6 +128,18 @@ def _seventy_five() -> tuple[list[dict[str, float]], dict, float]:
 FUSION = GPU / "h100-2026-12-06-fusion"
 
 
+def _troubleshooting() -> str:
+    """The troubleshooting page's text, its line breaks made spaces."""
+    cells = _json(REPO / "book" / "troubleshooting.ipynb")["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells).split())
+
+
+def _comments(path: Path) -> str:
+    """A YAML file's comment lines as one line of text."""
+    lines = [line[1:] for line in path.read_text().splitlines() if line.startswith("#")]
+    return " ".join(" ".join(lines).split())
+
+
 def _shipped_run() -> tuple[list[dict[str, float]], dict, dict]:
     """The gpu-fast profile's run as shipped: history, test.json and result.json."""
     run = FUSION / "gpu_fast_run"
@@ -162,6 +174,14 @@ def test_the_gpu_fast_profile_is_the_run_on_record_and_the_page_quotes_it():
     assert seconds <= 15 * 60  # "a quarter of an hour"
     _, before, before_seconds = _seventy_five()
     assert f"scored {100 * before['chosen']['top1']:.2f} % in {before_seconds:.1f} s" in MEASURED
+    said = _comments(REPO / "configs" / "gpu-fast.yaml")  # the profile's own comment
+    assert f"{epochs} epochs in {seconds:.1f} s of training and validation, test top-1 " \
+           f"{100 * test['chosen']['top1']:.2f} %" in said
+    nft = {lv["name"]: lv for lv in _json(FUSION / "levers_fix.json")}["bn16_nft"]["result"]
+    nhwc = {lv["name"]: lv for lv in _json(FUSION / "levers.json")}["nhwc"]["result"]
+    rate = nft["images_per_second"]
+    assert f"{rate:.1f} images/s over 100 steps" in said and nft["steps"] * 2 == 100
+    assert f"{rate / nhwc['images_per_second']:.1f}x this step" in said
 
 
 def test_the_twin_trained_the_same_recipe_to_the_same_place():
@@ -339,9 +359,7 @@ def test_float16_batchnorm_is_right_alone_and_wrong_fused_with_its_relu():
     assert f"the input gradient is {relu['dx']['rel_err']:.2f} of its largest value off" \
         in MEASURED
     assert fused["bn_relu", "NCHW"]["dx"] == relu["dx"]  # moved to NHWC by the backend
-    cells = _json(REPO / "book" / "troubleshooting.ipynb")["cells"]
-    section = " ".join(" ".join("".join(c["source"]) for c in cells).split())
-    assert f"{100 * relu['dx']['rel_err']:.0f} % off the reference" in section
+    assert f"{100 * relu['dx']['rel_err']:.0f} % off the reference" in _troubleshooting()
 
 
 def test_the_fusion_avoided_trains_and_nhwc_compiles_as_the_page_says():
@@ -353,8 +371,9 @@ def test_the_fusion_avoided_trains_and_nhwc_compiles_as_the_page_says():
     assert all(r["train_loss"] == r["train_loss"] for r in fix.values())  # finite
     nft = fix["bn16_nft"]
     assert f"trained at {nft['images_per_second']:.1f} images/s" in MEASURED
-    assert f"{nft['images_per_second'] / default['images_per_second']:.2f}x the " \
-           "float32-BatchNorm step" in MEASURED
+    ratio = nft["images_per_second"] / default["images_per_second"]
+    assert f"{ratio:.2f}x the float32-BatchNorm step" in MEASURED
+    assert f"that step trained, {ratio:.1f} times faster than float32" in _troubleshooting()
     rows = {r["layout"]: r["images_per_s"] for r in _json(FUSION / "pytorch.json")["results"]}
     assert f"{nhwc['images_per_second']:,.2f} images/s, " \
            f"{nhwc['images_per_second'] / rows['channels_last']:.2f}x that card's" in MEASURED

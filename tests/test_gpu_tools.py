@@ -35,6 +35,17 @@ TOOLS = REPO / "scripts" / "gpu"
 MAGIC = 0xBA55ED50
 
 
+def _tool(name: str):
+    """A module of ``scripts/gpu/`` imported by name (the folder is no package)."""
+    import importlib
+
+    sys.path.insert(0, str(TOOLS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(TOOLS))
+
+
 def _entry(kind: int, arch: int, payload: bytes) -> bytes:
     """A fat binary entry as nvcc lays it out (64-byte header, payload padded to 8)."""
     padded = payload + b"\0" * (-len(payload) % 8)
@@ -163,11 +174,7 @@ def test_a_lever_whose_loss_is_not_finite_is_never_chosen(tmp_path):
 
 
 def test_a_levers_error_is_the_exceptions_own_line():
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import levers
-    finally:
-        sys.path.remove(str(TOOLS))
+    levers = _tool("levers")
     stderr = ("[WARNING] ME(1): LoadAio failed\nTraceback (most recent call last):\n"
               "RuntimeError: Unsupported op [Conv2D] on GPU, format NHWC\n\n"
               "- C++ Call Stack: (For framework developers)\n"
@@ -241,11 +248,7 @@ def test_the_batchnorm_checks_reference_is_mindsporess_own_result_on_the_cpu(pat
     import msresnet  # noqa: F401
     import mindspore as ms
 
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import bn_check
-    finally:
-        sys.path.remove(str(TOOLS))
+    bn_check = _tool("bn_check")
     ms.set_context(mode=ms.GRAPH_MODE)
     result = bn_check.run_case("NCHW", "float32", (8, 4, 5, 5), 3.0, pattern)
     for name in ("y", "dx", "dgamma", "dbeta"):
@@ -263,11 +266,7 @@ def test_relu_as_maximum_is_relu():
     import mindspore as ms
     from mindspore import nn
 
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import lever_patches
-    finally:
-        sys.path.remove(str(TOOLS))
+    lever_patches = _tool("lever_patches")
     x = ms.Tensor(np.linspace(-2, 2, 24, dtype=np.float32).reshape(2, 3, 2, 2))
     assert (lever_patches.MaximumReLU()(x).asnumpy() == nn.ReLU()(x).asnumpy()).all()
     with pytest.raises(ValueError, match="unknown lever patch"):

@@ -28,8 +28,8 @@ import numpy as np
 
 from msresnet.model.architecture import BN_EPS, BN_MOMENTUM
 
-CASES = [  # (layout, dtype, shape NCHW, input scale)
-    (layout, dtype, shape, scale)
+CASES = [  # (pattern, layout, dtype, shape NCHW, input scale)
+    ("bn", layout, dtype, shape, scale)
     for shape, scale in [((256, 64, 32, 32), 1.0), ((256, 64, 32, 32), 30.0),
                          ((256, 256, 32, 32), 1.0), ((256, 2048, 4, 4), 1.0)]
     for layout in ("NCHW", "NHWC") for dtype in ("float16", "float32")]
@@ -49,14 +49,15 @@ def reference(x: np.ndarray, dy: np.ndarray, eps: float = BN_EPS, pattern: str =
     mean = x.mean(axes, keepdims=True)
     inv = 1.0 / np.sqrt(x.var(axes, keepdims=True) + eps)
     xhat = (x - mean) * inv
+    y = xhat
     if pattern != "bn":
         pre = xhat + r if pattern == "bn_add_relu" else xhat
-        dy = dy * (pre > 0)
-        xhat_out = np.maximum(pre, 0)
+        y = np.maximum(pre, 0)
+        dy = dy * (pre > 0)  # the gradient that reaches BatchNorm through the ReLU
     dbeta = dy.sum(axes)
     dgamma = (dy * xhat).sum(axes)
     dx = inv * (dy - (dbeta[None, :, None, None] + xhat * dgamma[None, :, None, None]) / count)
-    return (xhat if pattern == "bn" else xhat_out), dx, dgamma, dbeta
+    return y, dx, dgamma, dbeta
 
 
 def inputs(shape, scale: float, seed: int = 0):
@@ -140,9 +141,8 @@ def main(out: str, which: str = "alone") -> None:
 
     ms.set_device("GPU")
     ms.set_context(mode=ms.GRAPH_MODE)
-    cases = FUSED_CASES if which == "fused" else [("bn", *case) for case in CASES]
     records = []
-    for pattern, layout, dtype, shape, scale in cases:
+    for pattern, layout, dtype, shape, scale in FUSED_CASES if which == "fused" else CASES:
         record = {"pattern": pattern, "layout": layout, "dtype": dtype, "shape": list(shape),
                   "scale": scale, **run_case(layout, dtype, shape, scale, pattern)}
         records.append(record)

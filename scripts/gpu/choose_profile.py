@@ -5,8 +5,8 @@ among those that only change speed (layout, BatchNorm precision, fusion, compile
 level: never the batch or the recipe) and that trained to a finite loss and
 validated, and writes its settings into PROFILE together with the most epochs
 whose training and validation fit within BUDGET seconds at that speed
-(first-epoch compile and a 5 % margin included). Only the ``key: value`` lines of those keys change, so the
-profile's comments stay. Prints what it chose and why.
+(first-epoch compile and a 5 % margin included). Only the ``key: value`` lines of
+those keys change, so the profile's comments stay. Prints what it chose and why.
 
 Usage: python3 scripts/gpu/choose_profile.py LEVERS.json PROFILE.yaml BUDGET_SECONDS
 """
