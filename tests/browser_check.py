@@ -358,7 +358,10 @@ def page_overflow(context, url: str, width: int = 390) -> tuple[int, list[str]]:
 
 
 def page_layout(context, url: str, width: int) -> tuple[int, list[str], list[str]]:
-    """:func:`page_overflow`'s two answers and :func:`cut_links`'s, from one visit."""
+    """:func:`page_overflow`'s two answers from one visit, and the links cut there:
+    right-hand contents entries that reach past their column's box and "Previous" or
+    "Next" links that reach past the window (a contents column hidden off-screen on a
+    phone is not looked at)."""
     page = context.new_page()
     try:
         page.set_viewport_size({"width": width, "height": 800})
@@ -386,13 +389,6 @@ _CUT_LINKS_JS = """() => {
     if (!inside(a, page)) cut.push('previous/next: ' + text(a));
   return cut;
 }"""
-
-
-def cut_links(context, url: str, width: int) -> list[str]:
-    """The right-hand contents entries that reach past their column's box and the
-    "Previous"/"Next" links that reach past the window, at ``width`` pixels (a
-    contents column hidden off-screen on a phone is not looked at)."""
-    return page_layout(context, url, width)[2]
 
 
 def sidebar_titles(context, url: str) -> dict[str, str]:

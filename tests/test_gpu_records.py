@@ -128,10 +128,15 @@ def _seventy_five() -> tuple[list[dict[str, float]], dict, float]:
 FUSION = GPU / "h100-2026-12-06-fusion"
 
 
+def _notebook_prose(path: Path) -> str:
+    """A notebook's markdown cells as one line of text (line breaks made spaces)."""
+    cells = _json(path)["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells
+                             if c["cell_type"] == "markdown").split())
+
+
 def _troubleshooting() -> str:
-    """The troubleshooting page's text, its line breaks made spaces."""
-    cells = _json(REPO / "book" / "troubleshooting.ipynb")["cells"]
-    return " ".join(" ".join("".join(c["source"]) for c in cells).split())
+    return _notebook_prose(REPO / "book" / "troubleshooting.ipynb")
 
 
 def _comments(path: Path) -> str:
@@ -174,6 +179,9 @@ def test_the_gpu_fast_profile_is_the_run_on_record_and_the_page_quotes_it():
     assert seconds <= 15 * 60  # "a quarter of an hour"
     _, before, before_seconds = _seventy_five()
     assert f"scored {100 * before['chosen']['top1']:.2f} % in {before_seconds:.1f} s" in MEASURED
+    for chapter, words in (("02_config_lr", f"{epochs} epochs of 45,000 images"),
+                           ("10_training_budget", f"`gpu-fast` ({epochs} epochs at 32x32")):
+        assert words in _notebook_prose(REPO / "notebooks" / f"{chapter}.ipynb"), chapter
     said = _comments(REPO / "configs" / "gpu-fast.yaml")  # the profile's own comment
     assert f"{epochs} epochs in {seconds:.1f} s of training and validation, test top-1 " \
            f"{100 * test['chosen']['top1']:.2f} %" in said

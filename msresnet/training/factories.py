@@ -79,12 +79,13 @@ def speed_context(config: Config) -> dict[str, bool]:
     BatchNorm with the ReLU (and residual add) after it, and on an H100 that fused
     step's input gradient was 70 % off a float64 reference while BatchNorm alone
     was right, and training went to NaN (``results/gpu/h100-2026-12-06-fusion/``).
-    In NCHW the same graph trained, 1.9x faster than float32 BatchNorm.
+    In NCHW the same graph trained, 1.9x faster than float32 BatchNorm. Both keys are
+    GPU-only values that the config refuses on other devices (``config.GPU_ONLY``).
     """
     options = {}
     if config.graph_kernel:
         options["enable_graph_kernel"] = True
-    if config.amp_batchnorm == "float16" and config.device_target == "GPU":
+    if config.amp_batchnorm == "float16":
         options["disable_format_transform"] = True
     return options
 
