@@ -27,7 +27,7 @@ from typing import Any
 from msresnet.config import FIELDS, Config, load_config
 from msresnet.data.source import choose_data_dir
 from msresnet.model.lr_schedule import scaled_lr_max
-from msresnet.paths import REPO_ROOT
+from msresnet.paths import REPO_ROOT, in_repo
 
 CONFIG_FILE = "config.yaml"
 """The Config a run trained with, in its output folder."""
@@ -55,10 +55,7 @@ def recording(config: Config) -> str:
     """``config.yaml``'s text for a run of ``config``: its data folder relative to the
     repository root when it lies inside it (as the profiles write it), absolute
     otherwise, so a checkout copied or moved elsewhere still finds its runs' data."""
-    folder = Path(config.data_dir)
-    inside = folder.is_relative_to(REPO_ROOT)
-    written = folder.relative_to(REPO_ROOT).as_posix() if inside else config.data_dir
-    return dataclasses.replace(config, data_dir=written).to_yaml()
+    return dataclasses.replace(config, data_dir=in_repo(config.data_dir)).to_yaml()
 
 
 def _from_repository(data_dir: Any, given: bool) -> Any:

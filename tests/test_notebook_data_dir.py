@@ -114,12 +114,13 @@ def test_a_data_link_inside_the_checkout_is_recorded_and_printed_as_data(tmp_pat
     printed paths: the link is made absolute, not resolved, so a moved checkout's
     runs still find it and stored outputs do not name the shared copy."""
     from msresnet.chapters import helpers
-    from msresnet import run_config
+    from msresnet import paths, run_config
 
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     (checkout / "data").symlink_to(REPO_ROOT / "data")
     monkeypatch.setattr(run_config, "REPO_ROOT", checkout)
+    monkeypatch.setattr(paths, "REPO_ROOT", checkout)  # in_repo: what records write
     monkeypatch.setattr(helpers, "REPO_ROOT", checkout)
     config = run_config.build_run_config("smoke", {"data_dir": str(checkout / "data")})
     assert config.data_dir == str(checkout / "data")

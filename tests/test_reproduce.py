@@ -139,7 +139,11 @@ def test_chapter_2_runs_records_metrics_and_resume_skips_it(tmp_path):
     # the copy of CIFAR-10 the chapters read, from its folder's marker (not the config's URL)
     from msresnet.data.prepare import provenance
     from msresnet.paths import DATA_ROOT
-    assert run["dataset"] == json.loads(json.dumps(provenance(DATA_ROOT)))
+    # ... named relative to the checkout, as every folder inside it in the record
+    assert run["dataset"] == {**json.loads(json.dumps(provenance(DATA_ROOT))),
+                              "folder": "data/cifar-10-batches-bin"}
+    assert run["parameters"]["data_dir"] == "data"
+    assert str(REPO_ROOT) not in (out / "run.json").read_text()
 
     second = run_cli("--profile", "smoke", "--only", "2", "-p", "epoch_size", "3",
                      "-p", "momentum", "0.8", "--resume", "--out", str(out))

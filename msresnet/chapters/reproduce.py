@@ -52,7 +52,7 @@ from msresnet.config import FIELDS, PROFILES, Overrides, parse_overrides
 from msresnet.data.prepare import provenance
 from msresnet.chapters.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.run_config import build_run_config, for_devices, lr_rule
-from msresnet.paths import REPO_ROOT
+from msresnet.paths import REPO_ROOT, in_repo
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 TRAIN_DIR = "train"  # chapter 4's output folder, inside --out (chapter 5 sweeps it)
@@ -379,7 +379,11 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
         "user_parameters": user,
         # The chapters train in one process each: one device, so the rate the rule
         # gives one device (chapter 2), with the profile's lr_max and lr_devices beside it.
-        "parameters": for_devices(config, 1).to_dict(), "lr_rule": lr_rule(config, 1),
+        # Folders inside the checkout relative to it: the record reads the same on
+        # any machine (no machine's absolute paths in committed records).
+        "parameters": {**for_devices(config, 1).to_dict(), "data_dir": in_repo(config.data_dir),
+                       "output_dir": in_repo(config.output_dir)},
+        "lr_rule": lr_rule(config, 1),
         "versions": versions(),
         "device": {"device_target": config.device_target, "mode": config.mode},
         "machine": machine(), "git": git_state(), "started": now(), "finished": None,
@@ -396,7 +400,8 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
             os.environ[METRICS_DIR_VARIABLE] = saved_metrics_dir
     run["finished"] = now()
     run["seconds"] = round(time.perf_counter() - t0, 2)
-    run["dataset"] = provenance(Path(config.data_dir))
+    dataset = provenance(Path(config.data_dir))
+    run["dataset"] = {**dataset, "folder": in_repo(dataset["folder"])}
     write_json(run_file, run)
     write_report(out, run)
     return run
