@@ -21,8 +21,9 @@ module), and on a module this docstring does not name. The layers, first to last
 
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
   are, the local mirror), ``atomic`` (crash-safe file writes), ``spelling`` (the one
-  "did you mean" hint), ``text_table`` (the one plain-text table), ``cli`` (the
-  ``msresnet`` command, its one option spelling and its one-line errors);
+  "did you mean" hint), ``text_table`` (the one plain-text table),
+  ``command_line`` (what every verb shares: the one option spelling, ``--profile``
+  for a profile, the argument types, the one-line errors);
 * ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
   counts, classes, mean and std; and its binary format: reading records,
   validating a folder), ``download`` (resumable, checksummed HTTP),
@@ -89,7 +90,8 @@ module), and on a module this docstring does not name. The layers, first to last
   (JupyterLab);
 * ``commands``: the verbs' command lines, each over one library function:
   ``train`` (``msresnet train``; the first verb moved here, the others still live
-  beside their functions).
+  beside their functions); and ``cli``, at the root: the ``msresnet`` dispatcher,
+  the top floor, which no library module imports.
 """
 
 from msresnet.cpu_speed import apply_fast_isa
@@ -97,7 +99,7 @@ from msresnet.cpu_speed import apply_fast_isa
 CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
-    "cpu_speed", "paths", "atomic", "cli", "config", "config_rules", "config_table",
+    "cpu_speed", "paths", "atomic", "command_line", "cli", "config", "config_rules", "config_table",
     "run_config", "model.lr_schedule", "model.architecture",
     "spelling", "text_table", "data.download", "data.cifar10", "data.prepare", "data.splits",
     "data.identity", "data.source",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.config import FIELDS, Config, load_config
-from msresnet.data.source import choose_data_dir
+from msresnet.data.source import choose_data_dir, same_data_dir
 from msresnet.model.lr_schedule import scaled_lr_max
 from msresnet.paths import REPO_ROOT, in_repo
 
@@ -49,6 +49,16 @@ def build_run_config(profile_or_path: str | os.PathLike[str] = "smoke",
 
     config = load_config(profile_or_path, overrides, data_dir_rule=rule)  # checked once
     return for_devices(config, devices) if devices is not None else config
+
+
+def with_data_dir(config: Config, given: str | os.PathLike[str] | None) -> Config:
+    """``config`` reading its data from ``given``, a folder given for this use of a
+    recorded run (``msresnet sweep --data_dir``, ``export --data_dir``), absolute from
+    here on like every run's; ``config`` itself when ``given`` is None or names the
+    same folder (:func:`~msresnet.data.source.same_data_dir`)."""
+    if given is None or same_data_dir(given, config.data_dir):
+        return config
+    return dataclasses.replace(config, data_dir=os.path.abspath(given))
 
 
 def recording(config: Config) -> str:

@@ -1,10 +1,10 @@
-"""msresnet.cli: one line for an error, the traceback with --debug."""
+"""msresnet.command_line: one line for an error, the traceback with --debug."""
 
 from __future__ import annotations
 
 import pytest
 
-from msresnet import cli
+from msresnet import command_line
 from msresnet.config import ConfigError
 
 
@@ -15,27 +15,27 @@ def failing(error: BaseException):
 
 
 def test_a_book_error_is_one_line_naming_the_program(capsys, monkeypatch) -> None:
-    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
-    code = cli.run(failing(ConfigError("batch_size: must be a positive integer, got 0")), [],
+    monkeypatch.delenv(command_line.DEBUG_VARIABLE, raising=False)
+    code = command_line.run(failing(ConfigError("batch_size: must be a positive integer, got 0")), [],
                    prog="msresnet train")
     err = capsys.readouterr().err
-    assert code == cli.USAGE_ERROR
+    assert code == command_line.USAGE_ERROR
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("msresnet train: error: batch_size: must be a positive")
     assert "--debug" in err
 
 
 def test_an_os_error_names_the_path(capsys, monkeypatch) -> None:
-    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
-    code = cli.run(failing(FileNotFoundError(2, "No such file or directory", "runs/x")), [],
+    monkeypatch.delenv(command_line.DEBUG_VARIABLE, raising=False)
+    code = command_line.run(failing(FileNotFoundError(2, "No such file or directory", "runs/x")), [],
                    prog="p")
-    assert code == cli.USAGE_ERROR and "runs/x" in capsys.readouterr().err
+    assert code == command_line.USAGE_ERROR and "runs/x" in capsys.readouterr().err
 
 
 def test_an_unexpected_error_keeps_its_type_and_another_code(capsys, monkeypatch) -> None:
-    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
-    code = cli.run(failing(KeyError("epoch")), [], prog="p")
-    assert code == cli.UNEXPECTED_ERROR
+    monkeypatch.delenv(command_line.DEBUG_VARIABLE, raising=False)
+    code = command_line.run(failing(KeyError("epoch")), [], prog="p")
+    assert code == command_line.UNEXPECTED_ERROR
     assert capsys.readouterr().err.startswith("p: error: KeyError: 'epoch'")
 
 
@@ -46,18 +46,18 @@ def test_debug_flag_or_variable_reraises_and_the_flag_is_removed(monkeypatch) ->
         seen.append(list(argv))
         raise ConfigError("boom")
 
-    monkeypatch.delenv(cli.DEBUG_VARIABLE, raising=False)
+    monkeypatch.delenv(command_line.DEBUG_VARIABLE, raising=False)
     with pytest.raises(ConfigError):
-        cli.run(main, ["a", "--debug", "b"], prog="p")
+        command_line.run(main, ["a", "--debug", "b"], prog="p")
     assert seen == [["a", "b"]]
-    monkeypatch.setenv(cli.DEBUG_VARIABLE, "1")
+    monkeypatch.setenv(command_line.DEBUG_VARIABLE, "1")
     with pytest.raises(ConfigError):
-        cli.run(main, [], prog="p")
+        command_line.run(main, [], prog="p")
 
 
 def test_exit_codes_pass_through() -> None:
-    assert cli.run(lambda argv: 0, [], prog="p") == 0
-    assert cli.run(lambda argv: None, [], prog="p") == 0
-    assert cli.run(lambda argv: 4, [], prog="p") == 4
+    assert command_line.run(lambda argv: 0, [], prog="p") == 0
+    assert command_line.run(lambda argv: None, [], prog="p") == 0
+    assert command_line.run(lambda argv: 4, [], prog="p") == 4
     with pytest.raises(SystemExit):
-        cli.run(lambda argv: (_ for _ in ()).throw(SystemExit(2)), [], prog="p")
+        command_line.run(lambda argv: (_ for _ in ()).throw(SystemExit(2)), [], prog="p")

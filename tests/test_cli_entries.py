@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from msresnet.data import cifar10
-from msresnet import cli
+from msresnet import cli, command_line
 from msresnet.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "msresnet"
@@ -32,14 +32,14 @@ PACKAGE = REPO_ROOT / "msresnet"
 
 def run_entry(module: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None,
               timeout: float = 300, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != cli.DEBUG_VARIABLE}
+    env = {key: value for key, value in os.environ.items() if key != command_line.DEBUG_VARIABLE}
     env.update({"PYTHONPATH": str(REPO_ROOT), **(extra_env or {})})
     return subprocess.run([sys.executable, "-m", "msresnet", module, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, input=stdin)
 
 
 def last_line(result: subprocess.CompletedProcess[str], *words: str,
-              status: int = cli.USAGE_ERROR) -> str:
+              status: int = command_line.USAGE_ERROR) -> str:
     """Assert a one-line failure naming ``words``, with exit status 2 (bad input, as
     ``msresnet.cli`` ends it) unless ``status`` says otherwise; return that line."""
     assert result.returncode != 0, result.stdout[-2000:]
@@ -108,11 +108,11 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert all(re.search(rf"^  {re.escape(verb)} +\S", out, re.M) for verb in cli.COMMANDS)
-    assert cli.main([]) == cli.USAGE_ERROR
+    assert cli.main([]) == command_line.USAGE_ERROR
 
 
 def test_an_unknown_command_is_one_line_with_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["trian", "smoke"]) == cli.USAGE_ERROR
+    assert cli.main(["trian", "smoke"]) == command_line.USAGE_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["msresnet: error: unknown command 'trian' (did you mean 'train'?);"
                    " 'msresnet --help' lists them"]
@@ -147,7 +147,7 @@ def test_prepare_cut_on_a_record_boundary(tmp_path: Path) -> None:
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     archive = write_truncated_archive(tmp_path / "cifar-10-binary.tar.gz")
     args = ("--source", str(archive), "--root", str(tmp_path / "data"), "--quiet")
-    for how in ({"args": ("--debug",)}, {"extra_env": {cli.DEBUG_VARIABLE: "1"}}):
+    for how in ({"args": ("--debug",)}, {"extra_env": {command_line.DEBUG_VARIABLE: "1"}}):
         result = run_entry("prepare", *args, *how.get("args", ()), cwd=tmp_path,
                            extra_env=how.get("extra_env"))
         assert result.returncode != 0

@@ -489,7 +489,7 @@ def test_every_spelling_hint_is_the_same_helper(capsys):
     assert cli.did_you_mean("EPOCH_SIZE", FIELDS) == " (did you mean 'epoch_size'?)"
     assert cli.did_you_mean("batchsize", ["batch_size", "seed"]) == " (did you mean 'batch_size'?)"
     assert cli.did_you_mean("zzz", FIELDS) == ""
-    assert cli.main(["LAUNCH"]) == cli.USAGE_ERROR
+    assert cli.main(["LAUNCH"]) == 2  # USAGE_ERROR
     assert "unknown command 'LAUNCH' (did you mean 'launch'?)" in capsys.readouterr().err
     with pytest.raises(ConfigError,
                        match=r"unknown key 'EPOCH_SIZE' \(did you mean 'epoch_size'\?\)"):

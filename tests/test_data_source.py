@@ -106,3 +106,19 @@ def test_the_source_is_made_by_one_function():
                 makers.append(path.name)
     assert makers == ["source.py"]
     assert DataSource.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_with_data_dir_keeps_the_runs_own_folder_and_makes_another_absolute(tmp_path, monkeypatch):
+    """Issue 43: sweep and export take a data folder given for a recorded run through one
+    rule (run_config.with_data_dir), absolute like every run's."""
+    from msresnet.config import load_config
+    from msresnet.run_config import with_data_dir
+
+    data, copy = tmp_path / "data", tmp_path / "copy"
+    for folder in (data, copy):
+        (folder / "cifar-10-batches-bin").mkdir(parents=True)
+    config = load_config("smoke", {"data_dir": str(data)})
+    monkeypatch.chdir(tmp_path)
+    for same in (None, "data", "data/cifar-10-batches-bin/", str(data)):
+        assert with_data_dir(config, same) is config, same
+    assert with_data_dir(config, "copy").data_dir == str(copy)

@@ -343,7 +343,7 @@ def test_the_cpu_reference_is_read_from_its_records():
 
 
 def test_bad_command_lines_are_one_line_and_exit_2(capsys):
-    with pytest.raises(SystemExit) as exited:  # argparse's exit, passed through by cli.run
+    with pytest.raises(SystemExit) as exited:  # argparse's exit, passed through by command_line.run
         cli.main(["doctor", "--profile", "cpu", "--steps", "0"])
     assert exited.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]

@@ -35,7 +35,7 @@ def test_platform_arguments_are_ignored_and_config_keys_become_overrides():
     assert args.overrides == {"epoch_size": 3, "train_samples": 256}
     assert args.ignored == ["--init_method", "--num_gpus", "--verbose", "--output_dir"]
     assert (args.data_url, args.train_url) == ("obs://b/data/", "obs://b/out/")
-    assert args.config == "smoke"
+    assert args.profile == "smoke"
 
 
 def test_bad_override_value_names_the_key():

@@ -190,6 +190,19 @@ def test_mindspore_free_modules_are_free_and_listed():
     assert {"cpu_speed", "atomic", "config", "paths", "cli"} <= declared
 
 
+def test_no_library_module_imports_the_command_layer():
+    """Issue 43: the front door (``cli``, the dispatcher, and ``commands``, the verbs'
+    command lines) sits on the top floor; what the library needs of a command line
+    (the option spelling, the argument types, the one-line errors) is
+    ``command_line``, at the root. Lazy imports count too."""
+    front = {"cli"} | {m for m in MODULES if m.startswith("commands.")}
+    upward = sorted(f"{name} -> {dep}" for name, deps in graph(lazy=True).items()
+                    if name not in front for dep in deps & front)
+    assert upward == [], upward
+    layers = docstring_layers()
+    assert {layers[m] for m in front} == {max(layers.values())}, "the front door is the top floor"
+
+
 def test_init_imports_only_the_cpu_setting():
     assert imports((PACKAGE / "__init__.py").read_text(), lazy=True) == {"msresnet.cpu_speed"}
 

@@ -23,10 +23,10 @@ import numpy as np
 import psutil
 import pytest
 
-from msresnet import cli
+from msresnet import cli, command_line
 from msresnet.jobs import launch
 from msresnet.config import ConfigError, load_config
-from msresnet.run_config import for_devices, lr_rule
+from msresnet.run_config import build_run_config, for_devices, lr_rule
 from msresnet.jobs.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 from prerequisites import needs_data
@@ -81,7 +81,9 @@ def test_every_worker_trained_with_the_launchers_checked_config(job):
     test_the_device_count_rule_is_the_profiles_and_the_workers_apply_it."""
     plan, output = job["plan"], job["output"]
     launched = load_config(output / "launch.yaml")
-    assert launched == plan.config == load_config("smoke", {**SMALL, "output_dir": str(output)})
+    # the launcher's config is built as every run's (its data folder absolute)
+    assert launched == plan.config == build_run_config(
+        "smoke", {**SMALL, "output_dir": str(output)})
     recorded = load_config(output / "config.yaml")
     assert dataclasses.replace(recorded, data_dir=launched.data_dir) == for_devices(launched, 2)
     assert (recorded.lr_max, recorded.lr_devices) == (2 * launched.lr_max, 2) == (plan.lr_max, 2)
@@ -276,7 +278,7 @@ def test_dry_run_prints_the_msrun_command(tmp_path):
         assert option in command
     entry = command.index("python")
     # The workers load the one checked config; no override is parsed again.
-    assert command[entry:] == ["python", "-m", "msresnet", "train", "--config",
+    assert command[entry:] == ["python", "-m", "msresnet", "train", "--profile",
                                "runs/dp2/launch.yaml", "--no_progress"]
     assert "--epoch_size" not in command
     rate, note = note.split("\n", 1)
@@ -300,7 +302,7 @@ def test_the_launcher_checks_the_config_once_and_the_workers_load_it(monkeypatch
     plan = build_plan(2, "smoke", {**SMALL, "train_samples": "none", "lr_init": 0.001,
                                    "lr_devices": 2}, str(tmp_path / "run"))
     assert (len(checks), len(reads)) == (1, 1)
-    assert plan.train_args == ["--config", str(tmp_path / "run" / "launch.yaml"),
+    assert plan.train_args == ["--profile", str(tmp_path / "run" / "launch.yaml"),
                                "--no_progress"]
     assert plan.config.train_samples is None and plan.config.epoch_size == 2
     assert plan.changes == {**SMALL, "train_samples": None, "lr_init": 0.001, "lr_devices": 2,
@@ -318,7 +320,7 @@ def test_the_launcher_checks_the_config_once_and_the_workers_load_it(monkeypatch
     file.write_text(plan.config_text())
     assert load_config(file) == plan.config
     assert file.read_text().startswith("# Written by msresnet launch: the checked config "
-                                       f"every worker loads (msresnet train --config {file}).")
+                                       f"every worker loads (msresnet train --profile {file}).")
 
 
 def test_free_port_by_default_and_taken_port_detected():
@@ -362,7 +364,7 @@ def test_the_launcher_prints_the_rate_and_has_no_second_way(capsys):
         "# lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu: lr_devices 8)\n")
     assert launch.main(["--workers", "2", "--lr_devices", "2", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("# lr_max 0.002 for 2 devices: smoke's own")
-    assert cli.run(launch.main, ["--workers", "8", "--lr_reference_devices", "8", "--dry-run"],
+    assert command_line.run(launch.main, ["--workers", "8", "--lr_reference_devices", "8", "--dry-run"],
                    prog="msresnet launch") == 2
     assert "unknown key 'lr_reference_devices'" in capsys.readouterr().err
 

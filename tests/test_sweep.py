@@ -162,8 +162,8 @@ def test_one_data_folder_however_spelled_is_the_runs_own_and_a_copy_is_another(
     for same in ("data", "./data/", str(data / "cifar-10-batches-bin"), "link", "run/../data"):
         config, overrides = sw._run_config(run, same)
         assert overrides == {} and config.data_dir == str(data), same
-    config, overrides = sw._run_config(run, "copy")
-    assert overrides == {"data_dir": [str(data), "copy"]} and config.data_dir == "copy"
+    config, overrides = sw._run_config(run, "copy")  # absolute from here on, as every run's
+    assert overrides == {"data_dir": [str(data), str(copy)]} and config.data_dir == str(copy)
 
 
 def test_a_sweep_on_another_data_folder_names_its_tables_apart():

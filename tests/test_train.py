@@ -167,24 +167,27 @@ def test_command_line_reports_config_errors(tmp_path):
 
 def test_parse_args_accepts_profile_config_and_overrides():
     assert parse_args(["cpu"]) == ("cpu", {}, None, True)
-    for spelled in (["--output_dir", "runs/x", "--stop_after_epoch", "1", "--no_progress"],
-                    ["--output", "runs/x", "--stop-after-epoch", "1", "--no-progress"],
-                    ["--output-dir=runs/x", "--stop_after_epoch=1", "--no-progress"]):
+    for flag, spelled in (("--profile", ["--output_dir", "runs/x", "--stop_after_epoch", "1",
+                                         "--no_progress"]),
+                          ("--config", ["--output", "runs/x", "--stop-after-epoch", "1",
+                                        "--no-progress"]),  # the older spellings
+                          ("--profile", ["--output-dir=runs/x", "--stop_after_epoch=1",
+                                         "--no-progress"])):
         profile, overrides, stop, progress = parse_args(
-            ["--config", "configs/smoke.yaml", *spelled, "--epoch-size", "3"])
+            [flag, "configs/smoke.yaml", *spelled, "--epoch-size", "3"])
         assert profile == "configs/smoke.yaml" and stop == 1 and progress is False
         assert overrides == {"output_dir": "runs/x", "epoch_size": 3}
     assert parse_args([])[0] == "smoke"
     with pytest.raises(ConfigError):
         parse_args(["smoke", "--epoch_size"])
-    with pytest.raises(ConfigError, match="two profiles"):
+    with pytest.raises(SystemExit, match="two profiles given: 'cpu' and --profile 'smoke'"):
         parse_args(["cpu", "--config", "smoke"])
 
 
 @pytest.mark.parametrize("argv, message", [
     (["smoke", "--stop_after_epoch", "0"], "--stop_after_epoch: must be a positive integer, got 0"),
     (["smoke", "--stop_after_epoch", "-1"], "--stop_after_epoch: must be a positive integer, got -1"),
-    (["--config", ""], "profile: empty name ''"),
+    (["--profile", ""], "profile: empty name ''"),
     ([""], "profile: empty name ''"),
     (["--config", " "], "profile: empty name ' '"),
 ])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from msresnet import cli
+from msresnet import cli, command_line
 
 PACKAGE = Path(cli.__file__).resolve().parent
 MAIN_LINES = 30
@@ -31,7 +31,7 @@ def test_help_exits_0_and_names_the_verb(verb, capsys):
 
 
 def test_one_spelling_is_declared_and_both_are_read():
-    parser = cli.ArgumentParser(prog="msresnet demo")
+    parser = command_line.ArgumentParser(prog="msresnet demo")
     parser.add_argument("--batch_size", type=int)
     parser.add_argument("--output_dir")
     parser.add_argument("--no_promote", action="store_true")
@@ -47,9 +47,9 @@ def test_one_spelling_is_declared_and_both_are_read():
 
 
 def test_no_parser_outside_the_one_spelling():
-    """Every verb builds its parser with msresnet.cli.ArgumentParser."""
+    """Every verb builds its parser with msresnet.command_line.ArgumentParser."""
     plain = [path.relative_to(PACKAGE.parent).as_posix() for path in PACKAGE.rglob("*.py")
-             if "argparse.ArgumentParser(" in path.read_text() and path.name != "cli.py"]
+             if "argparse.ArgumentParser(" in path.read_text() and path.name != "command_line.py"]
     assert plain == []
 
 
@@ -110,3 +110,32 @@ def test_a_bad_value_is_one_line_and_exit_2_before_any_work(verb, capsys, tmp_pa
     assert code == 2, err
     assert err and err[-1].startswith(f"msresnet {verb}: error: "), err
     assert list(tmp_path.iterdir()) == []
+
+
+PROFILE_VERBS = {"train", "export", "predict", "doctor", "launch", "job", "reproduce", "lr-range"}
+"""The verbs that take a profile (issue 43: train, job, export and predict said
+``--config``, lr-range took a positional word only)."""
+
+
+@pytest.mark.parametrize("verb", sorted(cli.COMMANDS))
+def test_a_profile_is_named_with_profile_in_every_verb(verb, capsys):
+    """One spelling in every verb's help: ``--profile``; none offers ``--config``,
+    which the verbs still read as ``--profile`` (the older spelling)."""
+    with pytest.raises(SystemExit):
+        cli.main([verb, "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--config" not in shown.replace("--config is read as --profile", ""), shown
+    assert ("--profile" in shown) == (verb in PROFILE_VERBS), shown
+
+
+def test_the_older_spelling_config_reads_as_profile():
+    parser = command_line.ArgumentParser(prog="msresnet demo")
+    parser.add_argument("--profile", default=None)
+    assert parser.parse_args(["--config", "gpu"]).profile == "gpu"
+    assert parser.parse_args(["--config=cpu"]).profile == "cpu"
+    with pytest.raises(SystemExit, match="two profiles given: 'cpu' and --profile 'gpu'"):
+        command_line.one_profile("cpu", "gpu")
+    assert command_line.one_profile("cpu", None) == "cpu"
+    assert command_line.first_word(["cpu", "--epoch_size", "3"]) == (
+        "cpu", ["--epoch_size", "3"])
+    assert command_line.first_word(["--epoch_size", "3"]) == (None, ["--epoch_size", "3"])

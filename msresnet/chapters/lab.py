@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 from msresnet.paths import REPO_ROOT
 
 KERNEL_NAME = "msresnet-book"

@@ -45,7 +45,7 @@ import nbformat
 import yaml
 
 from msresnet import atomic
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 from msresnet.spelling import did_you_mean
 from msresnet.cpu_speed import cpu_model
 from msresnet.config import FIELDS, PROFILES, Overrides, parse_overrides
@@ -431,7 +431,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     command = command_line(argv if argv is not None else sys.argv[1:])
-    # a ReproduceError or ConfigError ends as msresnet.cli's one line, exit 2
+    # a ReproduceError or ConfigError ends as msresnet.command_line's one line, exit 2
     run = reproduce(args.profile, args.output_dir, args.parameter, args.only, args.resume, command,
                     notebook_dir=args.notebooks)
     print(f"{len(run['notebooks'])} chapters in {run['seconds']:.0f} s; "

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import jinja2
 
 from msresnet.atomic import write_text
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.chapters.reproduce import format_metric
@@ -342,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, default=Path("README.md"),
                         help="README whose reproduction-table row for this run is rewritten")
     args = parser.parse_args(argv)
-    # a ResultsError ends as msresnet.cli's one line, "msresnet results-page: error: ...", exit 2
+    # a ResultsError ends as msresnet.command_line's one line, "msresnet results-page: error: ...", exit 2
     written = record(args.run_dir, args.dest)
     write_page(args.dest, args.page)
     write_readme_row(args.dest, args.readme)

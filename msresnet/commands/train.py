@@ -17,7 +17,7 @@ from typing import Any
 
 from mindspore.train import Callback
 
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser, first_word, one_profile
 from msresnet.config import ConfigError, available_profiles, parse_overrides
 from msresnet.run_config import build_run_config
 from msresnet.training.distributed import DUMP_VARIABLE
@@ -42,15 +42,16 @@ def callbacks_from_environment(environ: Mapping[str, str] | None = None) -> list
 def _parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="msresnet train",
-        usage="msresnet train [PROFILE | --config PROFILE_OR_YAML] [--output_dir DIR]\n"
+        usage="msresnet train [PROFILE | --profile PROFILE_OR_YAML] [--output_dir DIR]\n"
               "                      [--stop_after_epoch N] [--no_progress] [--KEY VALUE ...]",
         description="Train and validate ResNet50 on CIFAR-10 under a profile.",
         epilog="Every Config field can be overridden with --KEY VALUE (e.g. --epoch_size 3 "
                "--train_samples 256 --resume_from auto; chapter 2 lists them). The data "
                "folder: --data_dir DIR, else $MSRESNET_DATA_DIR, else the profile's (those "
                "two relative to the repository root).")
-    parser.add_argument("--config", default=None, help="the profile: smoke, cpu, gpu or "
-                        "ascend (configs/<name>.yaml), or a YAML path; also the first word")
+    parser.add_argument("--profile", default=None, help="the profile: smoke, cpu, gpu or "
+                        "ascend (configs/<name>.yaml), or a YAML path; also the first "
+                        "word (--config is read as --profile)")
     parser.add_argument("--output_dir", default=None, help="where the run writes "
                         "(default: the profile's output_dir)")
     parser.add_argument("--stop_after_epoch", type=int, default=None,
@@ -62,15 +63,10 @@ def _parser() -> ArgumentParser:
 def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bool]:
     """``(profile_or_path, overrides, stop_after_epoch, progress)`` from the command line;
     a bad value raises :class:`~msresnet.config.ConfigError` naming it."""
-    argv = list(argv)
-    # the profile as the first word (a positional would reorder the --KEY VALUE pairs
-    # argparse does not know, which go on to parse_overrides in their order)
-    first = argv.pop(0) if argv and not argv[0].startswith("-") else None
+    first, argv = first_word(argv)
     args, rest = _parser().parse_known_args(argv)
-    if first and args.config and first != args.config:
-        raise ConfigError(f"two profiles given: {first!r} and --config {args.config!r}")
     # '' is a typo, not "the default profile": smoke only when none is named at all
-    profile = args.config if args.config is not None else first
+    profile = one_profile(first, args.profile)
     if profile is not None and not profile.strip():
         raise ConfigError(f"profile: empty name {profile!r}; name a profile "
                           f"({', '.join(available_profiles())}) or a YAML file", key="profile")
@@ -86,7 +82,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bo
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``msresnet train``: train, print a one-line summary; a bad config or a run that
-    cannot start raises, and ``msresnet`` prints the one line (:func:`msresnet.cli.run`)."""
+    cannot start raises, and ``msresnet`` prints the one line (:func:`msresnet.command_line.run`)."""
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

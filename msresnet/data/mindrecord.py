@@ -40,7 +40,7 @@ import numpy as np
 from mindspore.mindrecord import FileReader, FileWriter
 from PIL import Image
 
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 from msresnet import atomic
 from msresnet.data.cifar10 import TEST_FILES, TRAIN_FILES, DatasetError, read_records, validate
 from msresnet.data.download import sha256

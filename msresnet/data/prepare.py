@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import IO
 
 from msresnet.atomic import write_json
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 from msresnet.data.cifar10 import (FOLDER_NAME, KNOWN_MD5, MINDSPORE_MIRROR_URL, OFFICIAL_MD5,
                                    OFFICIAL_URL,
                                    OPTIONAL_FILES, REQUIRED_FILES, DatasetError, dataset_folder,
@@ -479,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """``msresnet prepare``; errors become one line in :func:`msresnet.cli.run`."""
+    """``msresnet prepare``; errors become one line in :func:`msresnet.command_line.run`."""
     parser = build_parser()
     args = parser.parse_args(argv)
     source, md5, note = resolve_source(args.source, args.md5)

@@ -71,8 +71,10 @@ def resolve_data_dir(data_dir: str | os.PathLike[str]) -> Path:
 
 
 def same_data_dir(one: str | os.PathLike[str], other: str | os.PathLike[str]) -> bool:
-    """True when the two paths name the same folder (:func:`resolve_data_dir`)."""
-    return resolve_data_dir(one) == resolve_data_dir(other)
+    """True when the two paths name the same data folder: after resolving
+    (:func:`resolve_data_dir`), the parent or ``cifar-10-batches-bin`` itself, relative
+    or absolute, with or without a trailing slash."""
+    return resolve_data_dir(dataset_folder(one)) == resolve_data_dir(dataset_folder(other))
 
 
 def check_folder(folder: Path) -> dict[str, int]:

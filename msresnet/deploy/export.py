@@ -43,7 +43,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from msresnet.cli import ArgumentParser, positive_int
+from msresnet.command_line import ArgumentParser, positive_int
 from msresnet.atomic import output_folder, write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config
@@ -51,7 +51,7 @@ from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CLASSES
 from msresnet.data.download import sha256  # also imported from here by the tests
 from msresnet.training.selection import read_test
 from msresnet.training.factories import make_network
-from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config
+from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config, with_data_dir
 
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
 ONNX_QDQ_OPSET = 13  # DequantizeLinear's per-channel "axis" attribute needs opset 13
@@ -80,7 +80,7 @@ def run_config(checkpoint: str | os.PathLike[str], config: str | None = None) ->
     recorded = recorded_config(Path(checkpoint).parent)
     if recorded is None:
         raise ExportError(f"{checkpoint}: no {CONFIG_FILE} beside it to say which network it "
-                          "holds; pass --config PROFILE_OR_YAML")
+                          "holds; pass --profile PROFILE_OR_YAML")
     return recorded
 
 
@@ -329,7 +329,7 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
     import tempfile
 
     checkpoint = Path(checkpoint)
-    run = run_config(checkpoint, config)
+    run = with_data_dir(run_config(checkpoint, config), data_dir)
     net = network_for(checkpoint, run)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -337,7 +337,7 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = export_graph(net, Path(tmp) / "model.onnx", batch, run.image_size)
         dynamic = make_batch_dynamic(fp32, Path(tmp) / "dynamic.onnx")
-        calibration = calibration_batches(data_dir or run.data_dir, calibration_images, batch,
+        calibration = calibration_batches(run.data_dir, calibration_images, batch,
                                           run.image_size)
         signed = quantize_int8(dynamic, Path(tmp) / "signed.onnx", calibration)
         model = unsigned_weights(signed, out / "model.int8.onnx")
@@ -357,13 +357,13 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
         "best": {key: best[key] for key in ("source", "epoch", "top1", "top5", "selected_by",
                                             "evaluated_on") if key in best},
         "test": checkpoint_test(checkpoint),
-        "int8_test": int8_test(model, data_dir or run.data_dir),
+        "int8_test": int8_test(model, run.data_dir),
         "quantization": {**QUANTIZATION, "calibration_images": calibration_images},
         "input": input_record(run.image_size),
         "command": command,
     }
     write_json(out / "model.json", record)
-    write_samples(data_dir or run.data_dir, out)
+    write_samples(run.data_dir, out)
     return record
 
 
@@ -436,8 +436,8 @@ def _parser() -> ArgumentParser:
     parser.add_argument("checkpoint", help="a .ckpt in a run folder (its config.yaml names "
                                            "the network)")
     parser.add_argument("--output_dir", required=True, help="folder to write into")
-    parser.add_argument("--config", default=None, help="profile or YAML instead of the run's "
-                                                       "config.yaml")
+    parser.add_argument("--profile", default=None, help="profile or YAML instead of the "
+                        "run's config.yaml (--config is read as --profile)")
     parser.add_argument("--batch_size", type=positive_int, default=1, help="batch size the graphs are "
                                                              "exported for")
     parser.add_argument("--force", action="store_true",
@@ -460,17 +460,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    run_config(args.checkpoint, args.config)  # a missing file or config: before any folder
+    run_config(args.checkpoint, args.profile)  # a missing file or config: before any folder
     if not args.browser:
         with output_folder(args.output_dir):  # a failed export leaves no empty folder
             written = export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,
-                                        args.config, force=args.force)
+                                        args.profile, force=args.force)
         print(*(f"wrote {path} ({path.stat().st_size:,} bytes)" for path in written), sep="\n")
         return 0
     with output_folder(args.output_dir):
         record = export_for_browser(args.checkpoint, args.output_dir, data_dir=args.data_dir,
                                     calibration_images=args.calibration_images,
-                                    config=args.config,
+                                    config=args.profile,
                                     command=shlex.join(["msresnet", "export", *argv]))
     print(f"wrote {Path(args.output_dir) / record['model']} ({record['bytes']:,} bytes) and "
           f"{Path(args.output_dir) / 'model.json'}")

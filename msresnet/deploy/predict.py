@@ -1,7 +1,7 @@
 """``msresnet predict MODEL IMAGE...``: the top-5 classes of any picture.
 
 MODEL is what a run or chapter 8 leaves behind: a checkpoint (``.ckpt``, read with
-the network its run folder's ``config.yaml`` describes, or ``--config``), a MINDIR
+the network its run folder's ``config.yaml`` describes, or ``--profile``), a MINDIR
 (``.mindir``, run by MindSpore's ``GraphCell``) or an ONNX graph (``.onnx``, run by
 onnxruntime, with no MindSpore at all). Every IMAGE goes through
 :func:`msresnet.data.images.model_input` (the largest centred square, resized to the
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from msresnet.data.cifar10 import CLASSES
-from msresnet.cli import ArgumentParser, USAGE_ERROR
+from msresnet.command_line import ArgumentParser, USAGE_ERROR
 from msresnet.data.images import Color, ImageError, Picture, model_input, open_picture, read_image
 
 SUFFIXES = (".ckpt", ".mindir", ".onnx")
@@ -260,9 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model", help="a .ckpt (its run folder's config.yaml says which network), "
                                       ".mindir or .onnx file")
     parser.add_argument("images", nargs="+", help="picture files")
-    parser.add_argument("--config", default=None,
+    parser.add_argument("--profile", default=None,
                         help="profile or YAML describing the checkpoint's network "
-                             "(default: config.yaml beside the checkpoint)")
+                             "(default: config.yaml beside the checkpoint; --config is "
+                             "read as --profile)")
     parser.add_argument("--top", type=_top, default=TOP_K, help="classes to print per image")
     parser.add_argument("--background", type=_background, default="white",
                         help="colour transparent pixels are composited on (a name or #rrggbb; "
@@ -279,14 +280,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     failed = []
 
-    def report(line: str) -> None:  # one line per unusable picture, as msresnet.cli writes one
+    def report(line: str) -> None:  # one line per unusable picture, as msresnet.command_line writes one
         failed.append(line)
         print(f"{parser.prog}: error: {line}", file=sys.stderr, flush=True)
 
     pictures = read_pictures(args.images, args.background, report)
     if not pictures:
         return USAGE_ERROR
-    model = open_model(args.model, args.config)
+    model = open_model(args.model, args.profile)
     print(f"model: {model.path} ({model.kind}, input {model.image_size}x{model.image_size})")
     ranked_all = predict(model, [picture for _, picture in pictures], args.top)
     for (file, picture), ranked in zip(pictures, ranked_all):

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from msresnet.atomic import write_json
-from msresnet.cli import ArgumentParser, positive_int
+from msresnet.command_line import ArgumentParser, positive_int
 from msresnet.config import AMP_LEVELS, Config
 from msresnet.cpu_speed import cpu_model
 from msresnet.doctor.checks import FAIL, OK, Check, skip

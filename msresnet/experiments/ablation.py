@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.paths import REPO_ROOT
 

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from msresnet.cli import (ArgumentParser, non_negative_int, positive_int,
+from msresnet.command_line import (ArgumentParser, non_negative_int, positive_int,
                           positive_number)
 from msresnet.atomic import write_json
 from msresnet.cpu_speed import ISA_VALUES, ISA_VARIABLE, cpu_model

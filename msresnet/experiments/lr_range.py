@@ -36,7 +36,8 @@ import mindspore.dataset as ds
 import numpy as np
 from mindspore.train import Callback
 
-from msresnet.cli import ArgumentParser, positive_int, positive_number
+from msresnet.command_line import (ArgumentParser, first_word, one_profile, positive_int,
+                                   positive_number)
 from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
 from msresnet.config import Config, parse_overrides
@@ -158,22 +159,32 @@ def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, st
                   "valid_split": getattr(config, "valid_split", 0), "seed": config.seed})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="msresnet lr-range",
+        usage="msresnet lr-range [PROFILE | --profile PROFILE_OR_YAML] [options] "
+              "[--KEY VALUE ...]",
         description="Learning-rate range test on a profile's training step "
                     "(config overrides as --KEY VALUE after the options).")
-    parser.add_argument("profile", nargs="?", default="cpu", help="profile or YAML (default cpu)")
+    parser.add_argument("--profile", default=None, help="profile or YAML (default cpu); "
+                        "also the first word")
     parser.add_argument("--lr_min", type=positive_number, default=1e-3)
     parser.add_argument("--lr_max", type=positive_number, default=10.0)
     parser.add_argument("--steps", type=positive_int, default=200)
     parser.add_argument("--diverge", type=positive_number, default=4.0,
                         help="stop once the smoothed loss is this many times its minimum")
     parser.add_argument("--json", default=None, help="write the result here")
-    args, rest = parser.parse_known_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    word, argv = first_word(argv if argv is not None else sys.argv[1:])
+    args, rest = _parser().parse_known_args(argv)
+    profile = one_profile(word, args.profile)
+    profile = "cpu" if profile is None else profile  # '' is refused below, not cpu
     rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
     check_diverge(args.diverge)
-    config = build_run_config(args.profile, parse_overrides(rest))
+    config = build_run_config(profile, parse_overrides(rest))
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
     ds.config.set_seed(config.seed)
     result = range_test(config, lr_min=args.lr_min, lr_max=args.lr_max, steps=args.steps,

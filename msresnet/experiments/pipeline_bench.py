@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from msresnet.cli import ArgumentParser, positive_int
+from msresnet.command_line import ArgumentParser, positive_int
 from msresnet.cpu_speed import cpu_model
 
 RESULT_MARKER = "MSRESNET_PIPELINE_RESULT "

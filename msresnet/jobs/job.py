@@ -3,7 +3,7 @@
 ::
 
     msresnet job --data_url obs://bucket/cifar10/ --train_url obs://bucket/runs/r1/ \\
-        [--config PROFILE_OR_YAML] [--cache_dir DIR] [--KEY VALUE ...]
+        [--profile PROFILE_OR_YAML] [--cache_dir DIR] [--KEY VALUE ...]
     python msresnet/jobs/job.py --data_url /local/input/ --train_url /local/output/   # boot file
 
 Two flows are accepted, told apart by what the URLs are:
@@ -60,7 +60,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the folder that
     sys.path[0] = str(Path(__file__).resolve().parents[2])  # holds msresnet/, not jobs/
 
-from msresnet.cli import ArgumentParser, is_ours, positive_int, positive_number
+from msresnet.command_line import ArgumentParser, is_ours, positive_int, positive_number
 from msresnet.storage import staging
 from msresnet.storage.settings import missing_credentials
 from msresnet.storage.sync import sync_data
@@ -82,7 +82,7 @@ class JobArguments:
 
     data_url: str
     train_url: str
-    config: str = "smoke"
+    profile: str = "smoke"
     cache_dir: Path | None = None
     threads: int = 8
     sync_timeout: float = 3600.0
@@ -103,8 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--train_url", default=None,
                         help="where outputs go: obs://, s3://, file:// or a local path "
                              "(default: the environment variable train_url)")
-    parser.add_argument("--config", default="smoke",
-                        help="profile name (smoke, cpu, gpu, ascend) or YAML path")
+    parser.add_argument("--profile", default="smoke",
+                        help="profile name (smoke, cpu, gpu, ascend) or YAML path "
+                             "(--config is read as --profile)")
     parser.add_argument("--cache_dir", type=Path, default=None,
                         help="local staging folder (default /cache if writable)")
     parser.add_argument("--threads", type=positive_int, default=8, help="parallel transfers")
@@ -168,7 +169,7 @@ def parse_arguments(argv: Sequence[str],
     if progress is None:
         progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
     return JobArguments(
-        data_url=known.data_url, train_url=known.train_url, config=known.config,
+        data_url=known.data_url, train_url=known.train_url, profile=known.profile,
         cache_dir=known.cache_dir, threads=known.threads, sync_timeout=known.sync_timeout,
         progress=progress, overrides=overrides, ignored=ignored)
 
@@ -362,7 +363,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     plan = plan or plan_job(args)
     overrides = {**args.overrides, "data_dir": str(plan.data_dir),
                  "output_dir": str(plan.output_dir)}
-    config = build_run_config(args.config, overrides)  # config errors before any transfer
+    config = build_run_config(args.profile, overrides)  # config errors before any transfer
     check_mindspore_version()
     _log_plan(args, plan, config.profile)
     staged = stage_data(args, plan)
@@ -398,7 +399,7 @@ def _upload_log(plan: JobPlan) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry: parse, plan, :func:`run`, print the summary. An error is
     written to ``job.log`` with its traceback and raised: ``msresnet`` prints the one
-    line (:func:`msresnet.cli.run`: exit 2 for a bad argument, config, data or store,
+    line (:func:`msresnet.command_line.run`: exit 2 for a bad argument, config, data or store,
     3 for anything the book does not raise on purpose)."""
     args = parse_arguments(sys.argv[1:] if argv is None else list(argv))
     plan = plan_job(args)
@@ -420,6 +421,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __package__ in (None, ""):  # run as a file: the ModelArts boot file (not python -m)
-    from msresnet import cli
+    from msresnet.command_line import run as run_verb
 
-    sys.exit(cli.run(main, prog="msresnet job"))
+    sys.exit(run_verb(main, prog="msresnet job"))

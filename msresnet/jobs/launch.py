@@ -9,8 +9,8 @@ step's gradients are averaged across them (``ParallelMode.DATA_PARALLEL``,
 ``gradients_mean=True``). This module only builds that command, prints it so it can
 be copied to a cluster, runs it, and turns the ways it fails into one clear error::
 
-    msresnet launch --workers 2 --profile smoke --output runs/dp2 --epoch_size 1
-    msresnet launch --workers 8 --profile gpu --output runs/gpu8 --dry-run
+    msresnet launch --workers 2 --profile smoke --output_dir runs/dp2 --epoch_size 1
+    msresnet launch --workers 8 --profile gpu --output_dir runs/gpu8 --dry_run
 
 What it adds to plain ``msrun``:
 
@@ -21,7 +21,7 @@ What it adds to plain ``msrun``:
   fails in a second, not after N processes imported MindSpore), and that checked
   config is what every worker trains with: the job writes it, everything resolved,
   to ``<output>/launch.yaml`` when it starts, and each worker runs
-  ``msresnet train --config <output>/launch.yaml`` with no overrides to parse again
+  ``msresnet train --profile <output>/launch.yaml`` with no overrides to parse again
   (on several nodes, each node's ``msresnet launch`` writes its own copy);
 * the learning rate the job will train at, printed before it starts: each worker
   applies the device-count rule (:func:`msresnet.config.for_devices`: the profile's
@@ -56,7 +56,7 @@ from typing import Any, TextIO
 import psutil
 
 from msresnet.atomic import write_text
-from msresnet.cli import (DEBUG_VARIABLE, ArgumentParser, non_negative_int, positive_int,
+from msresnet.command_line import (DEBUG_VARIABLE, ArgumentParser, non_negative_int, positive_int,
                           positive_number)
 from msresnet.config import Config, Overrides, parse_overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
@@ -160,7 +160,7 @@ class LaunchPlan:
         """What :func:`run` writes to ``config_file``: the config as YAML, with a header."""
         assert self.config is not None
         return (f"# Written by msresnet launch: the checked config every worker loads "
-                f"({' '.join(self.entry[2:])} --config {self.config_file}).\n"
+                f"({' '.join(self.entry[2:])} --profile {self.config_file}).\n"
                 + self.config.to_yaml())
 
     def describe_config(self, width: int = 80) -> str:
@@ -220,7 +220,7 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
     ``overrides`` are Config fields for the training (as
     :func:`msresnet.config.load_config` takes them); ``output`` sets ``output_dir``.
     The workers get the checked config itself (:func:`job_config`), as the file
-    ``<output_dir>/launch.yaml`` that :func:`run` writes: ``--config`` that file.
+    ``<output_dir>/launch.yaml`` that :func:`run` writes: ``--profile`` that file.
     ``local_workers`` (default: all) start on this node; with fewer than
     ``workers``, the others run on other nodes, started with the same command but
     their own ``node_rank``, and ``master_port`` must be given (all nodes must agree).
@@ -233,7 +233,7 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
     rate = for_devices(config, workers).lr_max
     given = [*(overrides or {}), *(["output_dir"] if output is not None else [])]
     config_file = str(Path(config.output_dir) / LAUNCH_CONFIG)
-    args = ["--config", config_file] + ([] if progress else ["--no_progress"])
+    args = ["--profile", config_file] + ([] if progress else ["--no_progress"])
     env = {DUMP_VARIABLE: str(Path(config.output_dir) / RANK_DUMP_FOLDER)} if rank_dump else {}
     return LaunchPlan(
         workers=workers, local_workers=local, master_addr=master_addr,
@@ -274,7 +274,7 @@ class _Job:
         for old in [self.log_dir / SCHEDULER_LOG, *self.log_dir.glob("worker_*.log")]:
             old.unlink(missing_ok=True)
         env = dict(os.environ)
-        # Tracebacks in the rank logs (not msresnet.cli's one line): whoever reads a
+        # Tracebacks in the rank logs (not msresnet.command_line's one line): whoever reads a
         # rank's log wants them, and this launcher finds the failed process by them.
         env[DEBUG_VARIABLE] = "1"
         # msrun starts the workers as "python ..." from PATH: make it this interpreter.
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: print the command, run it (unless --dry_run); 0 when every worker
     finished. A bad config or command line, and a failed worker, raise
     :class:`~msresnet.config.ConfigError` or :class:`LaunchError`: ``msresnet`` prints
-    the one line (:func:`msresnet.cli.run`, exit 2)."""
+    the one line (:func:`msresnet.command_line.run`, exit 2)."""
     parser = _parser()
     args, rest = parser.parse_known_args(argv)
     overrides = parse_overrides(rest)  # errors name the command line

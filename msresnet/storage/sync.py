@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from msresnet.atomic import write_json
-from msresnet.cli import USAGE_ERROR, ArgumentParser, positive_int, positive_number
+from msresnet.command_line import USAGE_ERROR, ArgumentParser, positive_int, positive_number
 from msresnet.storage.staging import (CopyResult, StagingError, copy, copy_parallel, is_directory,
                                       parse_url)
 

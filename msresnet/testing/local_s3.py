@@ -26,7 +26,7 @@ import subprocess
 import sys
 from types import TracebackType
 
-from msresnet.cli import ArgumentParser
+from msresnet.command_line import ArgumentParser
 
 #: Environment variables this server exports while it runs (values restored on stop).
 EXPORTED_VARIABLES = (

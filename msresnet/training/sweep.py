@@ -35,7 +35,7 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Model
 
-from msresnet.cli import ArgumentParser, count_or_null, positive_int
+from msresnet.command_line import ArgumentParser, count_or_null, positive_int
 from msresnet.atomic import write_csv, write_json
 from msresnet.text_table import format_table  # the chapters import it from here
 from msresnet.data.cifar10 import FOLDER_NAME, NUM_CLASSES, dataset_folder
@@ -226,26 +226,18 @@ class CheckpointEvaluator:
         return np.concatenate(labels).astype(np.int64), np.concatenate(preds).astype(np.int64)
 
 
-def _same_folder(given: str | os.PathLike[str], recorded: str | os.PathLike[str]) -> bool:
-    """True when two ``data_dir`` spellings name one data folder (after resolving: the
-    parent or ``cifar-10-batches-bin`` itself, relative, with a trailing slash)."""
-    return dataset_folder(given).resolve() == dataset_folder(recorded).resolve()
-
-
 def _run_config(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None,
                 ) -> tuple[Any, dict[str, list[Any]]]:
     """The run's recorded config (``data_dir`` replaced when it names another folder)
     and ``{key: [recorded, used]}`` of what differs; the data folder must exist."""
-    from msresnet.run_config import CONFIG_FILE, recorded_config
+    from msresnet.run_config import CONFIG_FILE, recorded_config, with_data_dir
     from msresnet.training.resume import config_differences
 
     config_path = Path(run_dir) / CONFIG_FILE
     recorded = recorded_config(run_dir)
     if recorded is None:
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a training run folder?")
-    config = dataclasses.replace(recorded, resume_from=None)
-    if data_dir is not None and not _same_folder(data_dir, recorded.data_dir):
-        config = dataclasses.replace(config, data_dir=str(data_dir))
+    config = with_data_dir(dataclasses.replace(recorded, resume_from=None), data_dir)
     overrides = {key: list(pair) for key, pair in
                  config_differences(recorded, config, ("resume_from",)).items()}
     folder = dataset_folder(config.data_dir)

@@ -4,7 +4,7 @@ The notebook of chapter 4 and the command line (:mod:`msresnet.commands.train`) 
 the same :func:`train_and_evaluate`, so a remote job runs exactly what the book
 teaches::
 
-    msresnet train --config configs/smoke.yaml --output runs/smoke
+    msresnet train --profile configs/smoke.yaml --output_dir runs/smoke
     msresnet train smoke --epoch_size 3 --train_samples 256
     msresnet train cpu --resume_from auto        # continue runs/cpu
 
