@@ -358,20 +358,42 @@ def page_overflow(context, url: str, width: int = 390) -> tuple[int, list[str]]:
 
 
 def page_layout(context, url: str, width: int) -> tuple[int, list[str], list[str]]:
-    """:func:`page_overflow`'s two answers from one visit, and the links cut there:
-    right-hand contents entries that reach past their column's box and "Previous" or
+    """:func:`page_overflow`'s two answers from one visit, and what is cut there:
+    right-hand contents entries that reach past their column's box, "Previous" or
     "Next" links that reach past the window (a contents column hidden off-screen on a
-    phone is not looked at)."""
+    phone is not looked at), and tables that scroll inside their box without a cue
+    (no fade at the box's right edge while columns lie beyond it, or a fade left
+    once the box is scrolled to its end)."""
     page = context.new_page()
     try:
         page.set_viewport_size({"width": width, "height": 800})
         page.goto(url, wait_until="load")
         page.evaluate("document.fonts.ready.then(() => null)")
         result = page.evaluate(_PAGE_OVERFLOW_JS)
-        cut = page.evaluate(_CUT_LINKS_JS)
+        cut = page.evaluate(_CUT_LINKS_JS) + page.evaluate(_SILENT_SCROLL_JS)
     finally:
         page.close()
     return result["scroll"], result["found"], cut
+
+
+_SILENT_SCROLL_JS = """async () => {
+  const frame = () => new Promise(done => requestAnimationFrame(() => done()));
+  const faded = box => getComputedStyle(box).maskImage.includes('gradient')
+    || (getComputedStyle(box).webkitMaskImage || '').includes('gradient');
+  const text = el => el.textContent.replace(/\\s+/g, ' ').trim().slice(0, 60);
+  const silent = [];
+  for (const box of document.querySelectorAll('article .pst-scrollable-table-container')) {
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    if (!faded(box)) silent.push('table scrolls without a cue: ' + text(box));
+    box.scrollLeft = box.scrollWidth;
+    box.dispatchEvent(new Event('scroll'));
+    await frame();
+    if (faded(box)) silent.push('table still fades at its end: ' + text(box));
+    box.scrollLeft = 0;
+    box.dispatchEvent(new Event('scroll'));
+  }
+  return silent;
+}"""
 
 
 _CUT_LINKS_JS = """() => {

@@ -173,20 +173,24 @@ def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: 
 @pytest.mark.parametrize("stem", PAGES)
 def test_no_contents_entry_or_next_link_is_cut(book, base_url: str, stem: str,
                                                width: int) -> None:
+    """Nor a table that scrolls in its box without a cue (browser_check.page_layout)."""
     _, _, cut = _layout(book, base_url, stem, width)
     assert not cut, f"{stem}.html at {width} px:\n  " + "\n  ".join(cut)
 
 
+@pytest.mark.parametrize("opened", ["served", "from disk"])
 def test_formulas_render_from_the_books_own_mathjax(book, base_url: str,
-                                                    built_html: Path) -> None:
+                                                    built_html: Path, opened: str) -> None:
     """Chapter 2's formulas are typeset by the MathJax copy the book carries
     (``mathjax/tex-chtml.js`` at its root), with every other host answered by an empty
-    stub, as a reader without a network (or opening the files from disk) has it."""
+    stub, as a reader without a network has it: served, and opened from disk
+    (``file://``, as the setup page invites)."""
     context, _, external = book
     assert (built_html / "mathjax" / "tex-chtml.js").is_file()
+    root = base_url if opened == "served" else built_html.as_uri() + "/"
     page = context.new_page()
     try:
-        page.goto(f"{base_url}notebooks/02_config_lr.html", wait_until="load")
+        page.goto(f"{root}notebooks/02_config_lr.html", wait_until="load")
         page.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
                                timeout=15_000)
         formulas = page.eval_on_selector_all(".math", "els => els.length")
@@ -195,7 +199,7 @@ def test_formulas_render_from_the_books_own_mathjax(book, base_url: str,
     finally:
         page.close()
     assert formulas >= 8 and typeset >= formulas, (formulas, typeset)
-    assert scripts and all(src.startswith(base_url) for src in scripts), scripts
+    assert scripts and all(src.startswith(root) for src in scripts), scripts
     assert not [url for url in external if "mathjax" in url], external
 
 
@@ -219,6 +223,45 @@ def test_the_books_own_figures_are_drawn_at_twice_their_shown_size(book, base_ur
         page.close()
     assert sizes, f"{stem}: no figure {drawn}*"
     assert all(natural >= 2 * shown - 1 and shown >= 600 for natural, shown in sizes), sizes
+
+
+_FIGURES_JS = """() => {
+  const number = el => { const n = el && el.querySelector('.caption-number');
+    return n ? n.textContent.trim() : null; };
+  const figures = [...document.querySelectorAll('article img')]
+    .filter(img => img.closest('.cell_output, figure'))
+    .map(img => ({src: img.getAttribute('src').slice(-40), natural: img.naturalWidth,
+                  shown: img.getBoundingClientRect().width,
+                  output: !!img.closest('.cell_output'), number: number(img.closest('figure'))}));
+  const tables = [...document.querySelectorAll('article table caption')].map(number);
+  return {figures, tables};
+}"""
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_every_figure_is_captioned_numbered_and_sharp(book, base_url: str, stem: str) -> None:
+    """Issue 44: every figure has a caption with its number, "Fig. 4.1" in chapter 4,
+    and on a page outside the numbered chapters counted from "Fig. 1" on that page
+    (book/_ext/page_numbers.py; tables too); a chapter's figures (its cells' plots)
+    hold two pixels for each CSS pixel shown at 1280 px (helpers.figure_style)."""
+    context, _, _ = book
+    page = context.new_page()
+    try:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(f"{base_url}{stem}.html", wait_until="load")
+        found = page.evaluate(_FIGURES_JS)
+    finally:
+        page.close()
+    figures, tables = found["figures"], [t for t in found["tables"] if t]
+    unnumbered = [f["src"] for f in figures if not f["number"]]
+    assert not unnumbered, f"{stem}: figures without a numbered caption: {unnumbered}"
+    chapter = re.match(r"notebooks/(\d\d)_", stem)
+    prefix = f"{int(chapter[1])}." if chapter else ""
+    for kind, numbers in (("Fig.", [f["number"] for f in figures]), ("Table", tables)):
+        expected = [f"{kind} {prefix}{n}" for n in range(1, len(numbers) + 1)]
+        assert [n.rstrip(" .:") for n in numbers] == expected, (stem, numbers)
+    blurred = [f for f in figures if f["output"] and f["natural"] < 2 * f["shown"] - 1]
+    assert not blurred, f"{stem}: figures drawn at less than twice their shown size: {blurred}"
 
 
 def test_intro_numbers_the_chapters(book, base_url: str) -> None:
@@ -459,6 +502,30 @@ def test_page_overflow_detected_and_book_css_fixes_it(browser, tmp_path: Path) -
         assert browser_check.page_overflow(browser, url + "styled.html", width=PHONE) == (0, [])
         clipped = browser_check.clipped_sideways(browser, url + "styled.html", width=PHONE)
         assert any(line.startswith("div.highlight pre") for line in clipped), clipped
+
+
+def test_a_table_that_scrolls_silently_is_found_and_the_books_cue_marks_it(
+        browser, tmp_path: Path) -> None:
+    """A table box that scrolls at 390 px with nothing to say so is reported; with
+    _static/book.css and _static/table-scroll.js its right edge fades until the box is
+    scrolled to its end (the results page's per-epoch table, issue 44)."""
+    css = (REPO / "_static" / "book.css").read_text()
+    script = (REPO / "_static" / "table-scroll.js").read_text()
+    cells = "".join(f"<td>{n:,}&nbsp;images&nbsp;per&nbsp;second</td>" for n in range(9))
+    table = (f"<div class='pst-scrollable-table-container'><table>"
+             f"<caption>Every epoch's figures</caption><tr>{cells}</tr></table></div>")
+    for name, extra, js in (("plain.html", "", ""), ("styled.html", css, script)):
+        (tmp_path / name).write_text(
+            f"<!doctype html><html><head><title>t</title>{NO_ICON}"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<style>{_PHONE_STYLE} .pst-scrollable-table-container{{overflow-x:auto}}</style>"
+            f"<style>{extra}</style></head>"
+            f"<body><article>{table}</article><script>{js}</script></body></html>")
+    with browser_check.serve_directory(tmp_path) as url:
+        _, _, plain = browser_check.page_layout(browser, url + "plain.html", PHONE)
+        _, _, styled = browser_check.page_layout(browser, url + "styled.html", PHONE)
+    assert [line.split(":")[0] for line in plain] == ["table scrolls without a cue"], plain
+    assert styled == [], styled
 
 
 @pytest.mark.parametrize(("page", "expected"), [

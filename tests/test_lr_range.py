@@ -85,3 +85,41 @@ def test_the_range_test_assembles_trainings_step(monkeypatch):
     called = {node.func.id for node in ast.walk(tree)
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     assert "build_model" in called and "Model" not in called and "make_optimizer" not in called
+
+
+@pytest.mark.slow
+def test_a_loss_scaled_range_test_moves_the_weights_as_training_does(monkeypatch):
+    """Issue 43: on a GPU or Ascend profile training scales the loss by ``loss_scale``
+    (1024) and its optimizer divides the gradients by it again. A range test with a
+    ``Model`` of its own kept the dividing optimizer without the scaling, so its
+    updates were 1024 times too small. On the CPU, in float32: the smoke step with
+    that loss scale switched on trains exactly as the unscaled one (the same losses,
+    step after step), and the old assembly does not."""
+    import mindspore as ms
+    import mindspore.dataset as ds
+    from mindspore.train import Model
+
+    from msresnet.experiments import lr_range
+    from msresnet.training import factories
+
+    config = load_config("smoke", {"train_samples": 64, "loss_scale": 1024.0,
+                                   "data_dir": str(REPO_ROOT / "data")})
+
+    def losses() -> list[float]:
+        ms.set_seed(config.seed)
+        ds.config.set_seed(config.seed)
+        return range_test(config, lr_min=0.05, lr_max=0.5, steps=3, diverge=1e9).loss
+
+    plain = losses()  # the CPU's policy: no loss scale
+    monkeypatch.setattr(factories, "uses_mixed_precision", lambda c: True)  # a GPU's
+    scaled = losses()
+    assert scaled == pytest.approx(plain, abs=1e-6), (scaled, plain)
+
+    def old_assembly(config, net, lr):  # the optimizer's division without the scaling
+        optimizer = factories.make_optimizer(config, net, lr)
+        return optimizer, Model(net, loss_fn=factories.make_loss(config), optimizer=optimizer)
+
+    monkeypatch.setattr(lr_range, "build_model", old_assembly)
+    unscaled_updates = losses()
+    assert unscaled_updates[0] == pytest.approx(plain[0], abs=1e-6)  # the same start
+    assert abs(unscaled_updates[-1] - plain[-1]) > 1e-3, (unscaled_updates, plain)

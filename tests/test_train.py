@@ -421,9 +421,10 @@ def test_sweep_evaluates_on_the_runs_own_data_and_guards_its_best(runs, tmp_path
     proc = sweep_cli(run_dir, tmp_path, "--data_dir", "data")  # explicitly the other copy
     assert proc.returncode != 0
     assert "--no-promote" in proc.stderr and "--replace-best" in proc.stderr
-    assert "evaluating with data_dir=data" in proc.stdout  # the override is reported
+    # the override is reported, absolute like every run's data folder
+    assert f"evaluating with data_dir={tmp_path / 'data'}" in proc.stdout
     swept = json.loads((run_dir / "sweep-data.json").read_text())  # beside the run's own
-    assert swept["overrides"]["data_dir"][1] == "data" and "not_promoted" in swept
+    assert swept["overrides"]["data_dir"][1] == str(tmp_path / "data") and "not_promoted" in swept
     assert best_files(run_dir) == best_before and (run_dir / "sweep.json").read_bytes() == own_sweep
 
 
