@@ -303,14 +303,10 @@ def clipped_sideways(context, url: str, width: int = 1280) -> list[str]:
     is wider than its parent. Each line names the element's selector, the heading
     it sits under, both widths and its widest line of text.
     """
-    page = context.new_page()
-    try:
-        page.set_viewport_size({"width": width, "height": 900})
-        page.goto(url, wait_until="load")
-        page.evaluate("document.fonts.ready.then(() => null)")
-        found = page.evaluate(_CLIPPED_JS, list(CLIPPED_SELECTORS))
-    finally:
-        page.close()
+    return page_layout(context, url, width).clipped
+
+
+def _clipped_lines(found: list[dict]) -> list[str]:
     return [f"{item['selector']} under \"{item['heading']}\": {item['content']} px of content "
             f"in {item['box']} px; widest line ({item['columns']} chars): {item['line']!r}"
             for item in found]
@@ -353,27 +349,56 @@ def page_overflow(context, url: str, width: int = 390) -> tuple[int, list[str]]:
     """How many pixels ``url`` scrolls sideways in a ``width``-pixel window (0: none), and
     what pushes it wider: the elements (or their text) that reach past the window's
     right edge without a scrolling box around them, outermost first."""
-    scroll, found, _ = page_layout(context, url, width)
-    return scroll, found
+    layout = page_layout(context, url, width)
+    return layout.scroll, layout.found
 
 
-def page_layout(context, url: str, width: int) -> tuple[int, list[str], list[str]]:
-    """:func:`page_overflow`'s two answers from one visit, and what is cut there:
-    right-hand contents entries that reach past their column's box, "Previous" or
-    "Next" links that reach past the window (a contents column hidden off-screen on a
-    phone is not looked at), and tables that scroll inside their box without a cue
-    (no fade at the box's right edge while columns lie beyond it, or a fade left
-    once the box is scrolled to its end)."""
+@dataclass
+class PageLayout:
+    """What one visit of a page at one window width finds (:func:`page_layout`)."""
+
+    scroll: int  # pixels the page scrolls sideways (0: none)
+    found: list[str]  # what pushes it wider (page_overflow)
+    cut: list[str]  # contents entries, Previous/Next links, silent table scrolls
+    figures: dict  # {"figures": [...], "tables": [...]}: caption numbers and widths
+    clipped: list[str]  # what is wider than its box (clipped_sideways)
+
+
+def page_layout(context, url: str, width: int) -> PageLayout:
+    """Everything the layout tests look at, from one visit (a page load in Chromium
+    costs the browser test most of its time): what is clipped in its box and the
+    figures and table captions (:data:`_FIGURES_JS`, first, as the reader finds the
+    page), then the links cut there (right-hand contents entries that reach past
+    their column's box, "Previous" or "Next" links that reach past the window; a
+    contents column hidden off-screen on a phone is not looked at), tables that scroll
+    inside their box without a cue (no fade at the box's right edge while columns
+    lie beyond it, or a fade left once the box is scrolled to its end), and last how
+    far the page scrolls sideways with every folded cell opened."""
     page = context.new_page()
     try:
-        page.set_viewport_size({"width": width, "height": 800})
+        page.set_viewport_size({"width": width, "height": 900})
         page.goto(url, wait_until="load")
         page.evaluate("document.fonts.ready.then(() => null)")
-        result = page.evaluate(_PAGE_OVERFLOW_JS)
+        clipped = _clipped_lines(page.evaluate(_CLIPPED_JS, list(CLIPPED_SELECTORS)))
+        figures = page.evaluate(_FIGURES_JS)
         cut = page.evaluate(_CUT_LINKS_JS) + page.evaluate(_SILENT_SCROLL_JS)
+        result = page.evaluate(_PAGE_OVERFLOW_JS)  # opens every <details>: last
     finally:
         page.close()
-    return result["scroll"], result["found"], cut
+    return PageLayout(result["scroll"], result["found"], cut, figures, clipped)
+
+
+_FIGURES_JS = """() => {
+  const number = el => { const n = el && el.querySelector('.caption-number');
+    return n ? n.textContent.trim() : null; };
+  const figures = [...document.querySelectorAll('article img')]
+    .filter(img => img.closest('.cell_output, figure'))
+    .map(img => ({src: img.getAttribute('src').slice(-40), natural: img.naturalWidth,
+                  shown: img.getBoundingClientRect().width,
+                  output: !!img.closest('.cell_output'), number: number(img.closest('figure'))}));
+  const tables = [...document.querySelectorAll('article table caption')].map(number);
+  return {figures, tables};
+}"""
 
 
 _SILENT_SCROLL_JS = """async () => {

@@ -138,8 +138,7 @@ def test_chapters_are_numbered() -> None:
 @pytest.mark.parametrize("stem", PAGES)
 def test_nothing_clipped_sideways(book, base_url: str, stem: str) -> None:
     """No code cell, output or table is wider than its box in a 1280 px window."""
-    context, _, _ = book
-    clipped = browser_check.clipped_sideways(context, f"{base_url}{stem}.html", width=1280)
+    clipped = _layout(book, base_url, stem, 1280).clipped  # the visit the layout tests share
     assert not clipped, (f"{stem}.html at 1280 px, {len(clipped)} clipped:\n  "
                          + "\n  ".join(clipped))
 
@@ -149,11 +148,11 @@ PHONE = 390
 scroll sideways there; code blocks and tables may scroll inside their own box."""
 
 
-_LAYOUTS: dict[tuple[str, int], tuple[int, list[str], list[str]]] = {}
-"""One visit per page and width for the two tests below (the browser test's time)."""
+_LAYOUTS: dict[tuple[str, int], browser_check.PageLayout] = {}
+"""One visit per page and width for the tests below (the browser test's time)."""
 
 
-def _layout(book, base_url: str, stem: str, width: int) -> tuple[int, list[str], list[str]]:
+def _layout(book, base_url: str, stem: str, width: int) -> browser_check.PageLayout:
     if (stem, width) not in _LAYOUTS:
         context, _, _ = book
         _LAYOUTS[stem, width] = browser_check.page_layout(context, f"{base_url}{stem}.html",
@@ -164,7 +163,8 @@ def _layout(book, base_url: str, stem: str, width: int) -> tuple[int, list[str],
 @pytest.mark.parametrize("width", [PHONE, 1280])
 @pytest.mark.parametrize("stem", PAGES)
 def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: int) -> None:
-    scroll, found, _ = _layout(book, base_url, stem, width)
+    layout = _layout(book, base_url, stem, width)
+    scroll, found = layout.scroll, layout.found
     assert scroll <= 0 and not found, (f"{stem}.html at {width} px scrolls sideways by "
                                        f"{scroll} px:\n  " + "\n  ".join(found))
 
@@ -174,7 +174,7 @@ def test_the_page_never_scrolls_sideways(book, base_url: str, stem: str, width: 
 def test_no_contents_entry_or_next_link_is_cut(book, base_url: str, stem: str,
                                                width: int) -> None:
     """Nor a table that scrolls in its box without a cue (browser_check.page_layout)."""
-    _, _, cut = _layout(book, base_url, stem, width)
+    cut = _layout(book, base_url, stem, width).cut
     assert not cut, f"{stem}.html at {width} px:\n  " + "\n  ".join(cut)
 
 
@@ -225,33 +225,13 @@ def test_the_books_own_figures_are_drawn_at_twice_their_shown_size(book, base_ur
     assert all(natural >= 2 * shown - 1 and shown >= 600 for natural, shown in sizes), sizes
 
 
-_FIGURES_JS = """() => {
-  const number = el => { const n = el && el.querySelector('.caption-number');
-    return n ? n.textContent.trim() : null; };
-  const figures = [...document.querySelectorAll('article img')]
-    .filter(img => img.closest('.cell_output, figure'))
-    .map(img => ({src: img.getAttribute('src').slice(-40), natural: img.naturalWidth,
-                  shown: img.getBoundingClientRect().width,
-                  output: !!img.closest('.cell_output'), number: number(img.closest('figure'))}));
-  const tables = [...document.querySelectorAll('article table caption')].map(number);
-  return {figures, tables};
-}"""
-
-
 @pytest.mark.parametrize("stem", PAGES)
 def test_every_figure_is_captioned_numbered_and_sharp(book, base_url: str, stem: str) -> None:
     """Issue 44: every figure has a caption with its number, "Fig. 4.1" in chapter 4,
     and on a page outside the numbered chapters counted from "Fig. 1" on that page
     (book/_ext/page_numbers.py; tables too); a chapter's figures (its cells' plots)
     hold two pixels for each CSS pixel shown at 1280 px (helpers.figure_style)."""
-    context, _, _ = book
-    page = context.new_page()
-    try:
-        page.set_viewport_size({"width": 1280, "height": 900})
-        page.goto(f"{base_url}{stem}.html", wait_until="load")
-        found = page.evaluate(_FIGURES_JS)
-    finally:
-        page.close()
+    found = _layout(book, base_url, stem, 1280).figures  # the visit the layout tests share
     figures, tables = found["figures"], [t for t in found["tables"] if t]
     unnumbered = [f["src"] for f in figures if not f["number"]]
     assert not unnumbered, f"{stem}: figures without a numbered caption: {unnumbered}"
@@ -522,8 +502,8 @@ def test_a_table_that_scrolls_silently_is_found_and_the_books_cue_marks_it(
             f"<style>{extra}</style></head>"
             f"<body><article>{table}</article><script>{js}</script></body></html>")
     with browser_check.serve_directory(tmp_path) as url:
-        _, _, plain = browser_check.page_layout(browser, url + "plain.html", PHONE)
-        _, _, styled = browser_check.page_layout(browser, url + "styled.html", PHONE)
+        plain = browser_check.page_layout(browser, url + "plain.html", PHONE).cut
+        styled = browser_check.page_layout(browser, url + "styled.html", PHONE).cut
     assert [line.split(":")[0] for line in plain] == ["table scrolls without a cue"], plain
     assert styled == [], styled
 
