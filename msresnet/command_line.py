@@ -170,9 +170,12 @@ def first_word(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return (args.pop(0) if args and not args[0].startswith("-") else None), args
 
 
-def one_profile(word: str | None, option: str | None) -> str | None:
-    """The profile a verb was given as its first word or with ``--profile`` (None:
-    neither); both, naming different profiles, is refused."""
+def one_profile(word: str | None, option: str | None,
+                default: str | None = None) -> str | None:
+    """The profile a verb was given as its first word or with ``--profile``, else
+    ``default``; both, naming different profiles, is refused. An empty name is
+    returned as given, for the config check to refuse, never replaced by the default."""
     if word and option and word != option:
         raise SystemExit(f"two profiles given: {word!r} and --profile {option!r}")
-    return option if option is not None else word
+    given = option if option is not None else word
+    return default if given is None else given

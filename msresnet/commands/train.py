@@ -50,8 +50,7 @@ def _parser() -> ArgumentParser:
                "folder: --data_dir DIR, else $MSRESNET_DATA_DIR, else the profile's (those "
                "two relative to the repository root).")
     parser.add_argument("--profile", default=None, help="the profile: smoke, cpu, gpu or "
-                        "ascend (configs/<name>.yaml), or a YAML path; also the first "
-                        "word (--config is read as --profile)")
+                        "ascend (configs/<name>.yaml), or a YAML path; also the first word")
     parser.add_argument("--output_dir", default=None, help="where the run writes "
                         "(default: the profile's output_dir)")
     parser.add_argument("--stop_after_epoch", type=int, default=None,
@@ -66,8 +65,8 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bo
     first, argv = first_word(argv)
     args, rest = _parser().parse_known_args(argv)
     # '' is a typo, not "the default profile": smoke only when none is named at all
-    profile = one_profile(first, args.profile)
-    if profile is not None and not profile.strip():
+    profile = one_profile(first, args.profile, default="smoke")
+    if not profile.strip():
         raise ConfigError(f"profile: empty name {profile!r}; name a profile "
                           f"({', '.join(available_profiles())}) or a YAML file", key="profile")
     # 0 or less would still train a whole epoch before the callback could stop it
@@ -77,7 +76,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bo
     overrides = dict(parse_overrides(rest))
     if args.output_dir is not None:
         overrides["output_dir"] = args.output_dir
-    return profile or "smoke", overrides, args.stop_after_epoch, not args.no_progress
+    return profile, overrides, args.stop_after_epoch, not args.no_progress
 
 
 def main(argv: Sequence[str] | None = None) -> int:

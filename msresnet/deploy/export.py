@@ -437,7 +437,7 @@ def _parser() -> ArgumentParser:
                                            "the network)")
     parser.add_argument("--output_dir", required=True, help="folder to write into")
     parser.add_argument("--profile", default=None, help="profile or YAML instead of the "
-                        "run's config.yaml (--config is read as --profile)")
+                        "run's config.yaml")
     parser.add_argument("--batch_size", type=positive_int, default=1, help="batch size the graphs are "
                                                              "exported for")
     parser.add_argument("--force", action="store_true",

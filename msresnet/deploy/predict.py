@@ -262,8 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("images", nargs="+", help="picture files")
     parser.add_argument("--profile", default=None,
                         help="profile or YAML describing the checkpoint's network "
-                             "(default: config.yaml beside the checkpoint; --config is "
-                             "read as --profile)")
+                             "(default: config.yaml beside the checkpoint)")
     parser.add_argument("--top", type=_top, default=TOP_K, help="classes to print per image")
     parser.add_argument("--background", type=_background, default="white",
                         help="colour transparent pixels are composited on (a name or #rrggbb; "

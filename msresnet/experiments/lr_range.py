@@ -180,8 +180,7 @@ def _parser() -> ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     word, argv = first_word(argv if argv is not None else sys.argv[1:])
     args, rest = _parser().parse_known_args(argv)
-    profile = one_profile(word, args.profile)
-    profile = "cpu" if profile is None else profile  # '' is refused below, not cpu
+    profile = one_profile(word, args.profile, default="cpu")
     rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
     check_diverge(args.diverge)
     config = build_run_config(profile, parse_overrides(rest))

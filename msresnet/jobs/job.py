@@ -104,8 +104,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="where outputs go: obs://, s3://, file:// or a local path "
                              "(default: the environment variable train_url)")
     parser.add_argument("--profile", default="smoke",
-                        help="profile name (smoke, cpu, gpu, ascend) or YAML path "
-                             "(--config is read as --profile)")
+                        help="profile name (smoke, cpu, gpu, ascend) or YAML path")
     parser.add_argument("--cache_dir", type=Path, default=None,
                         help="local staging folder (default /cache if writable)")
     parser.add_argument("--threads", type=positive_int, default=8, help="parallel transfers")
