@@ -126,6 +126,7 @@ def _seventy_five() -> tuple[list[dict[str, float]], dict, float]:
 
 
 FUSION = GPU / "h100-2026-12-06-fusion"
+BN16 = GPU / "h100-2026-12-06-bn16"
 
 
 def _notebook_prose(path: Path) -> str:
@@ -145,51 +146,95 @@ def _comments(path: Path) -> str:
     return " ".join(" ".join(lines).split())
 
 
-def _shipped_run() -> tuple[list[dict[str, float]], dict, dict]:
-    """The gpu-fast profile's run as shipped: history, test.json and result.json."""
-    run = FUSION / "gpu_fast_run"
+def _run(folder: Path) -> tuple[list[dict[str, float]], dict, dict]:
+    """A gpu-fast run's history, test.json and result.json."""
+    run = folder / "gpu_fast_run"
     return _history(run), _json(run / "test.json"), _json(run / "result.json")
 
 
+def _shipped_run() -> tuple[list[dict[str, float]], dict, dict]:
+    """The gpu-fast profile's run as shipped."""
+    return _run(BN16)
+
+
 def test_the_gpu_fast_profile_is_the_run_on_record_and_the_page_quotes_it():
-    """configs/gpu-fast.yaml is what trained in h100-2026-12-06-fusion/gpu_fast_run/,
+    """configs/gpu-fast.yaml is what trained in h100-2026-12-06-bn16/gpu_fast_run/,
     key for key, as choose_profile.py wrote it in that lease; the page's figures for
     it are that run's."""
-    recorded = yaml.safe_load((FUSION / "gpu_fast_run" / "config.yaml").read_text())
+    recorded = yaml.safe_load((BN16 / "gpu_fast_run" / "config.yaml").read_text())
     shipped = load_config("gpu-fast").to_dict()
     for key in ("profile", "data_dir"):
         recorded.pop(key), shipped.pop(key)
-    assert shipped == recorded and shipped["data_format"] == "NHWC"
+    assert shipped == recorded
+    assert (shipped["data_format"], shipped["amp_batchnorm"]) == ("NCHW", "float16")
     strip = lambda text: [x for x in text.splitlines() if not x.startswith("#")]  # noqa: E731
-    assert strip((FUSION / "gpu-fast.yaml").read_text()) == strip(
+    assert strip((BN16 / "gpu-fast.yaml").read_text()) == strip(
         (REPO / "configs" / "gpu-fast.yaml").read_text())
     history, test, result = _shipped_run()
     rate = statistics.median(row["images_per_second"] for row in history[1:])
     epochs = shipped["epoch_size"]
-    assert len(history) == epochs == test["chosen"]["epoch"] == 89
+    assert len(history) == epochs == 100 and test["chosen"]["epoch"] == 98
+    assert all(row["train_loss"] == row["train_loss"] for row in history)  # finite
     assert f"{round(rate, -1):,.0f} images/s" in MEASURED
     seconds = result["seconds"]
     assert f"{seconds:.1f} s of training and validation for its {epochs} epochs" in MEASURED
-    assert f"test top-1 {100 * test['chosen']['top1']:.2f} %" in MEASURED
+    assert f"(epoch {test['chosen']['epoch']}) at {100 * test['chosen']['top1']:.2f} % top-1" \
+        in MEASURED
     assert test["selected_on"]["images"] == 5000
     short = 93.87 - 100 * test["chosen"]["top1"]
     assert f"{short:.2f} points short of the seed's 93.87 %" in MEASURED
-    assert round(2 * (48 * 60 + 38) / seconds) / 2 == 3.5
-    assert "cut by a factor of three and a half" in MEASURED
+    assert f"cut by a factor of {(48 * 60 + 38) / seconds:.1f}" in MEASURED
     assert seconds <= 15 * 60  # "a quarter of an hour"
-    _, before, before_seconds = _seventy_five()
-    assert f"scored {100 * before['chosen']['top1']:.2f} % in {before_seconds:.1f} s" in MEASURED
-    for chapter, words in (("02_config_lr", f"{epochs} epochs of 45,000 images"),
-                           ("10_training_budget", f"`gpu-fast` ({epochs} epochs at 32x32")):
-        assert words in _notebook_prose(REPO / "notebooks" / f"{chapter}.ipynb"), chapter
     said = _comments(REPO / "configs" / "gpu-fast.yaml")  # the profile's own comment
     assert f"{epochs} epochs in {seconds:.1f} s of training and validation, test top-1 " \
            f"{100 * test['chosen']['top1']:.2f} %" in said
-    nft = {lv["name"]: lv for lv in _json(FUSION / "levers_fix.json")}["bn16_nft"]["result"]
-    nhwc = {lv["name"]: lv for lv in _json(FUSION / "levers.json")}["nhwc"]["result"]
-    rate = nft["images_per_second"]
-    assert f"{rate:.1f} images/s over 100 steps" in said and nft["steps"] * 2 == 100
-    assert f"{rate / nhwc['images_per_second']:.1f}x this step" in said
+    assert "(results/gpu/h100-2026-12-06-bn16/)" in said
+    for chapter, words in (("02_config_lr", f"{epochs} epochs of 45,000 images"),
+                           ("10_training_budget", f"`gpu-fast` ({epochs} epochs at 32x32")):
+        assert words in _notebook_prose(REPO / "notebooks" / f"{chapter}.ipynb"), chapter
+
+
+def test_more_epochs_bought_no_accuracy():
+    """The page: the three runs of the recipe (75, 89 and 100 epochs) end on about the
+    same training loss, and the longest scores no better than the 89-epoch one."""
+    runs = [_seventy_five()[:2], _run(FUSION)[:2], _shipped_run()[:2]]
+    epochs = [len(history) for history, _ in runs]
+    losses = [history[-1]["train_loss"] for history, _ in runs]
+    scores = [100 * test["chosen"]["top1"] for _, test in runs]
+    assert epochs == [75, 89, 100] and scores[2] <= scores[1]
+    assert f"between {min(losses):.3f} and {max(losses):.3f}" in MEASURED
+    _, fusion_test, fusion_result = _run(FUSION)
+    assert f"trained 89 epochs in {fusion_result['seconds']:.1f} s and scored " \
+           f"{scores[1]:.2f} %" in MEASURED
+    _, _, before_seconds = _seventy_five()
+    assert f"scored {scores[0]:.2f} % in {before_seconds:.1f} s" in MEASURED
+
+
+def test_the_lever_timing_chose_float16_batchnorm_and_the_twin_ran_beside_it():
+    """The fifth H100: float16 BatchNorm was the fastest finite lever, NHWC with it is
+    refused, and the whole recipe ran at 0.79x its PyTorch twin on the same card."""
+    levers = {lv["name"]: lv for lv in _json(BN16 / "levers.json")}
+    bn16, nhwc = levers["bn16"]["result"], levers["nhwc"]["result"]
+    assert bn16["images_per_second"] > nhwc["images_per_second"] > \
+        levers["base"]["result"]["images_per_second"]
+    assert all("refuses" in levers[n].get("error", "") or "NaN" in levers[n]["error"]
+               for n in ("nhwc_bn16", "nhwc_bn16_b512"))
+    assert f"({bn16['images_per_second']:,.2f} images/s against " \
+           f"{nhwc['images_per_second']:,.1f} for NHWC)" in MEASURED
+    twin = _json(BN16 / "twin_fast75.json")
+    assert twin["gpu"] == _json(BN16 / "twin_fast18.json")["gpu"] == "NVIDIA H100 80GB HBM3"
+    theirs = statistics.median(e["images_per_second"] for e in twin["history"][1:])
+    ours = statistics.median(r["images_per_second"] for r in _shipped_run()[0][1:])
+    assert f"at a median of about {round(ours, -1):,.0f} images/s per epoch" in MEASURED
+    assert f"at about {round(theirs, -1):,.0f}: {ours / theirs:.2f}x" in MEASURED
+    assert f"about {round(theirs, -1):,.0f} images/s (median epoch" in MEASURED
+    assert ours / theirs >= 0.6  # the issue's goal, on the same card
+    short = _json(BN16 / "twin_fast18.json")
+    mindspore18 = _json(RUN / "train_fast_run" / "test.json")["chosen"]["top1"]
+    assert short["overrides"] == ["epoch_size=18", "warmup_epochs=1"]
+    assert f"scored {100 * short['test_chosen']['top1']:.2f} % for 18 epochs, where " \
+           f"MindSpore's 18-epoch run scored {100 * mindspore18:.2f} %, and " \
+           f"{100 * twin['test_chosen']['top1']:.2f} % for 75" in MEASURED
 
 
 def test_the_twin_trained_the_same_recipe_to_the_same_place():
