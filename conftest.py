@@ -18,6 +18,11 @@ Under pytest-xdist (``make nbval`` runs two workers) each notebook goes to one
 worker whole, so its cells run in order in one kernel, and the chapters that read
 what an earlier one wrote (chapter 4 trains the checkpoints that 5 sweeps and 8
 exports) go to one worker together, in that order.
+
+Under pytest-xdist the heaviest work goes out first (:func:`heaviest_first`), so the
+last minutes of a run are short files on both workers, not one long file on one
+while the other waits: chapters by their stored execution time, unit-test files by
+:data:`UNIT_SECONDS`. The order changes no result, only when each file starts.
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from msresnet.chapters.notebook import NBVAL_OUTPUTS_VARIABLE
 from msresnet.data.source import DATA_DIR_VARIABLE
 
+T = TypeVar("T")
 CHAINED = ("04_train_eval", "05_checkpoint_sweep", "08_export_deploy")
 DATA_COPY_SECTION = "[differing-data-copy]"
 DATA_COPY_NAME = "data-variant"  # the folder that section's regex names in the file
@@ -76,22 +85,100 @@ def pytest_configure(config):
     config.option.nbval_sanitize_with = str(target)
 
 
+UNIT_SECONDS = {
+    "tests/test_train.py": 234, "tests/test_predict.py": 75, "tests/test_msrun.py": 54,
+    "tests/test_job.py": 39, "tests/test_lr_range.py": 35, "tests/test_reproduce.py": 29,
+    "tests/test_cli_entries.py": 24, "tests/test_bench.py": 22, "tests/test_doctor.py": 19,
+}
+"""The slowest unit-test files, seconds of their tests on an idle 2-core host
+(``pytest --durations``, 2026-12-06); every other file counts 0 and keeps its place."""
+
+
+def notebook_seconds(path: Path) -> float:
+    """Seconds a notebook's stored run spent in its cells (their execution metadata)."""
+    total = 0.0
+    for cell in json.loads(path.read_text()).get("cells", []):
+        times = cell.get("metadata", {}).get("execution", {})
+        start, end = times.get("iopub.status.busy"), times.get("shell.execute_reply")
+        if start and end:
+            total += (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    return total
+
+
+def heaviest_first(entries: Iterable[T], scope: Callable[[T], str],
+                   seconds: Callable[[str], float]) -> list[T]:
+    """``entries`` (tests or their nodeids) with their scopes (a file, a notebook, a
+    chain of them) in order of ``seconds(scope)``, largest first; equal scopes keep
+    their order, and so does every test inside a scope (a stable sort)."""
+    entries = list(entries)
+    weight = {name: seconds(name) for name in {scope(entry) for entry in entries}}
+    return sorted(entries, key=lambda entry: -weight[scope(entry)])
+
+
+def _scope_seconds(scope: str) -> float:
+    """A unit-test file's :data:`UNIT_SECONDS`, or a chapter scope's stored seconds."""
+    if scope in UNIT_SECONDS:
+        return UNIT_SECONDS[scope]
+    notebooks = [Path(__file__).parent / part for part in scope.split("+")]
+    if all(n.suffix == ".ipynb" for n in notebooks):
+        return sum(notebook_seconds(n) for n in notebooks if n.is_file())
+    return 0.0
+
+
+def work_scope(nodeid: str, nbval: bool) -> str:
+    """What one pytest-xdist worker runs whole: a test file, a notebook, or under
+    nbval the chained chapters together."""
+    name = nodeid.split("::", 1)[0]
+    if not nbval or Path(name).stem not in CHAINED:
+        return name
+    return "+".join(str(Path(name).with_stem(stem)) for stem in CHAINED)
+
+
+def _ordered_by_weight(config) -> bool | None:
+    """None when this run hands out no whole scopes; else whether it is nbval's."""
+    nbval = bool(config.getoption("nbval", default=False))
+    return nbval if nbval or config.getoption("dist", default="no") == "loadfile" else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Tell each pytest-xdist worker how the scheduler groups its tests (a worker's own
+    ``--dist`` reads ``no``)."""
+    node.workerinput["msresnet_scopes"] = _ordered_by_weight(node.config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """On each pytest-xdist worker: the collection heaviest scope first. The workers
+    send it to the scheduler in this order, and it hands scopes out in that order."""
+    nbval = getattr(config, "workerinput", {}).get("msresnet_scopes")
+    if nbval is None:
+        return
+    items[:] = heaviest_first(items, lambda item: work_scope(item.nodeid, nbval),
+                              _scope_seconds)
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """Whole notebooks to each pytest-xdist worker, chapters 4, 5 and 8 as one unit.
+    """Whole scopes in the workers' order (:func:`pytest_collection_modifyitems`), not
+    pytest-xdist's own (scopes by their number of tests); under nbval whole notebooks,
+    chapters 4, 5 and 8 as one unit.
 
     pytest-xdist's ``--dist loadscope`` already keeps a notebook's cells together (a
     notebook is a module); this only adds the chained chapters to one scope. (Its
     ``loadgroup`` would say the same with markers, but does not group under pytest
     9.2: nodeids no longer take the suffix it relies on.)
     """
-    if not config.getoption("nbval", default=False):
-        return None  # the unit tests keep their own --dist
+    nbval = _ordered_by_weight(config)
+    if nbval is None:
+        return None  # another --dist: pytest-xdist's own
+    config.option.loadscopereorder = False
+    if not nbval:
+        return None  # pytest-xdist's loadfile, in the collection's order
     from xdist.scheduler import LoadScopeScheduling
 
     class ChapterScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            notebook = nodeid.split("::", 1)[0]
-            return "+".join(CHAINED) if Path(notebook).stem in CHAINED else notebook
+            return work_scope(nodeid, nbval=True)
 
     return ChapterScheduling(config, log)
 

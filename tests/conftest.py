@@ -30,6 +30,25 @@ JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 BUILD_COMMAND = [str(JUPYTER_BOOK), "build", ".", "-W", "-n", "--keep-going"]
 
 
+def pytest_deselected(items):
+    """Keep what ``-m``/``-k`` left out: :func:`collected_tests` counts the whole folder."""
+    config = items[0].config if items else None
+    if config is not None:
+        config.stash.setdefault(DESELECTED, []).extend(items)
+
+
+DESELECTED = pytest.StashKey[list]()
+
+
+def collected_tests(session: pytest.Session) -> list[pytest.Item] | None:
+    """Every test this session collected, selected or not, when it collected this
+    folder whole (``pytest ... tests``); None when it was given less."""
+    folder = Path(__file__).resolve().parent
+    if [Path(arg).resolve() for arg in session.config.args] != [folder]:
+        return None
+    return list(session.items) + session.config.stash.get(DESELECTED, [])
+
+
 @pytest.fixture(scope="session")
 def playwright():
     from playwright.sync_api import sync_playwright

@@ -106,22 +106,33 @@ def test_toc_pages_were_built(built_html: Path) -> None:
     assert not missing, f"TOC pages without HTML: {missing}"
 
 
+_REPORTS: dict[str, browser_check.PageReport] = {}
+
+
+def page_report(book, url: str) -> browser_check.PageReport:
+    """One visit's report per page, shared by the tests that read it (a visit is the
+    slow part, and a page answers the same each time)."""
+    if url not in _REPORTS:
+        context, links, _ = book
+        _REPORTS[url] = browser_check.check_page(context, url, links)
+    return _REPORTS[url]
+
+
 @pytest.mark.parametrize("stem", PAGES)
 def test_page_loads_cleanly(book, base_url: str, stem: str) -> None:
-    context, links, _ = book
-    report = browser_check.check_page(context, f"{base_url}{stem}.html", links)
+    report = page_report(book, f"{base_url}{stem}.html")
     assert not report.problems, f"{stem}.html:\n  " + "\n  ".join(report.problems)
     assert report.links_checked > 0, f"{stem}.html: no internal links found (sidebar missing?)"
 
 
 @pytest.mark.parametrize("stem", PAGES)
 def test_page_title_matches_toc(book, base_url: str, stem: str) -> None:
-    context, links, _ = book
+    context, _, _ = book
     expected = NUMBERS.get(stem, "") + source_title(stem)
     url = f"{base_url}{stem}.html"
     sidebar = browser_check.sidebar_titles(context, url)
     assert sidebar.get(url) == expected, f"sidebar entry for {stem}: {sidebar.get(url)!r}"
-    report = browser_check.check_page(context, url, links)
+    report = page_report(book, url)
     assert report.h1 == expected, f"{stem}: <h1> {report.h1!r}, TOC title {expected!r}"
     assert report.title.startswith(f"{expected} \u2014 "), f"{stem}: <title> {report.title!r}"
 

@@ -407,28 +407,48 @@ def quick_test_disagreements(readme: str, record: dict) -> list[str]:
     return wrong
 
 
-def test_the_readme_quotes_the_recorded_quick_test() -> None:
-    """The README's figures for `make quick-test` are its recorded run's
-    (`make quick-test-record`), and that run covered today's selection: the number of
-    tests it collects now is within 10 % of the recorded one."""
+QUICK_LEAVES_OUT = ("slow", "browser", "params")  # the Makefile's quick-test -m
+
+
+def quick_test_count(session: pytest.Session) -> int:
+    """How many tests `make quick-test` runs: counted in this session's own collection
+    when it collected the whole folder (as `make test` does), else by a collect-only run."""
     import subprocess
     import sys
 
+    from conftest import collected_tests
+
+    if (tests := collected_tests(session)) is not None:
+        return sum(not any(test.get_closest_marker(m) for m in QUICK_LEAVES_OUT)
+                   for test in tests)
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-m", " and ".join(f"not {m}" for m in QUICK_LEAVES_OUT), "tests"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    found = re.search(r"(\d+)(?:/\d+)? tests? collected", collected.stdout)
+    assert found, collected.stdout[-2000:] + collected.stderr[-2000:]
+    return int(found[1])
+
+
+def test_the_quick_selection_is_the_makefiles() -> None:
+    said = re.search(r"^QUICK_MARKERS := (.*)$", (REPO / "Makefile").read_text(), re.M)
+    assert said and said.group(1) == " and ".join(f"not {m}" for m in QUICK_LEAVES_OUT)
+
+
+def test_the_readme_quotes_the_recorded_quick_test(request) -> None:
+    """The README's figures for `make quick-test` are its recorded run's
+    (`make quick-test-record`), and that run covered today's selection: the number of
+    tests it collects now is within 10 % of the recorded one."""
     record = json.loads(QUICK_RECORD.read_text())
     wrong = quick_test_disagreements(PAGES["README.md"], record)
     assert not wrong, "\n".join(wrong)
     assert record["exit_status"] == 0 and not record["failed"], (
         f"the recorded run failed {record['failed']}: once they pass, run "
         "`make quick-test-record` and quote it in the README")
-    collected = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-m", "not slow and not browser and not params", "tests"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
-    found = re.search(r"(\d+)(?:/\d+)? tests? collected", collected.stdout)
-    assert found, collected.stdout[-2000:] + collected.stderr[-2000:]
+    found = quick_test_count(request.session)
     recorded = record["counts"].get("passed", 0) + record["counts"].get("skipped", 0)
-    assert abs(int(found[1]) - recorded) <= 0.1 * recorded, (
-        f"make quick-test now collects {found[1]} tests, the record ran {recorded}: "
+    assert abs(found - recorded) <= 0.1 * recorded, (
+        f"make quick-test now collects {found} tests, the record ran {recorded}: "
         "run `make quick-test-record` and quote it in the README")
 
 

@@ -22,6 +22,14 @@
 # chain does (scripts/gpu/watch.sh RECORDS SECONDS, which also packs RECORDS into
 # one archive under $OUT), and make the next one at once.
 #   STEPS: which of the steps above to run (default: all, in that order)
+# Landing the runtime: the paths a call carries replace the checkout's own, so each
+# part is copied out of it as it lands, one call per part (carry .bundle/pNN, command
+# `mkdir -p /tmp/parts && cp .bundle/p*/* /tmp/parts/`; about 4 s a call for 35 MiB
+# parts beside a 29 MB checkout, 24 parts in 2.5 minutes on 2026-12-06), then
+# `scripts/gpu/assemble.sh /tmp/parts ROOT` in the call that starts the chain. A
+# bundle built before make_bundle.sh packed NumPy 1.26.4 and SciPy 1.13.1 needs both
+# in .whl/; SciPy's 38 MB wheel does not fit one call beside the checkout, so it goes
+# in two pieces joined on the machine (results/gpu/h100-2026-12-06-bn16/README.md).
 set -u
 R=$1; O=$2; END=$3; STEPS=${4:-probe,bncheck,airbench,pytorch,levers,choose,gpu-fast,twin}
 AIRBENCH=${AIRBENCH:-airbench94:8 airbench96:1}
