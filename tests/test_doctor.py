@@ -83,6 +83,16 @@ def test_a_driver_without_mindspores_back_end_fails_saying_what_to_set(
     assert check.summary.startswith(f"MindSpore's {target} back end did not load{why}")
 
 
+def test_the_device_check_passes_in_a_process_whose_runtime_already_ran():
+    """MindSpore refuses set_device once an operator has run; the doctor called from a
+    notebook (or after another test) on the same device must still pass, not report
+    that refusal as a missing device."""
+    _, ms = software.check_mindspore()
+    assert float((ms.Tensor([1.0]) + ms.Tensor([2.0])).asnumpy()[0]) == 3.0  # runtime up
+    check = hardware.check_device(load_config("cpu"), ms)
+    assert check.status == checks.OK, check.summary
+
+
 def test_missing_data_fails_with_the_prepare_command_and_skips_the_timing(tmp_path, capsys):
     empty = tmp_path / "nothing-here"
     code = command.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",

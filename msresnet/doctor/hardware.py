@@ -46,9 +46,11 @@ def missing_device(target: str) -> str | None:
 
 def run_check(ms: Any, target: str) -> str:
     """``mindspore.run_check()`` on ``target``; what it printed (it prints its errors)."""
+    from msresnet.training.factories import select_device
+
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        ms.set_device(target)
+        select_device(target)
         ms.run_check()
     return buffer.getvalue()
 

@@ -54,17 +54,26 @@ def uses_mixed_precision(config: Config) -> bool:
     return device_policy(config.device_target).mixed_precision
 
 
+def select_device(target: str) -> None:
+    """``mindspore.set_device(target)``, or nothing when this process already runs on
+    ``target``: MindSpore refuses the call once its runtime has started (an earlier
+    cell, test or call ran an operator), which is fine for the same device. Another
+    device is a RuntimeError that names both: only a new process can change it."""
+    try:
+        ms.set_device(target)
+    except RuntimeError:
+        current = ms.get_context("device_target")
+        if current != target:
+            raise RuntimeError(f"device_target {target!r} requested but this process "
+                               f"already runs on {current!r}; restart it") from None
+
+
 def set_context(config: Config) -> None:
     """Device and execution mode (graph compiles the whole step; pynative runs eagerly)."""
     try:
-        ms.set_device(config.device_target)
-    except RuntimeError:
-        # Already set, or the runtime started (e.g. an earlier cell ran an operator):
-        # fine as long as it is the device we want.
-        current = ms.get_context("device_target")
-        if current != config.device_target:
-            raise TrainError(f"device_target {config.device_target!r} requested but this "
-                             f"process already runs on {current!r}; restart it") from None
+        select_device(config.device_target)
+    except RuntimeError as err:
+        raise TrainError(str(err)) from None
     ms.set_context(mode=ms.GRAPH_MODE if config.mode == "graph" else ms.PYNATIVE_MODE,
                    **speed_context(config))
     if config.jit_level is not None:
