@@ -27,13 +27,14 @@ while the other waits: chapters by their stored execution time, unit-test files 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -94,15 +95,20 @@ UNIT_SECONDS = {
 (``pytest --durations``, 2026-12-06); every other file counts 0 and keeps its place."""
 
 
+@functools.cache
+def _stored_execution():
+    """``book/_ext/stored_execution.py``, the execution-statistics page's reader of a
+    notebook's stored run (its cells' execution metadata)."""
+    source = Path(__file__).parent / "book" / "_ext" / "stored_execution.py"
+    spec = importlib.util.spec_from_file_location("stored_execution", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def notebook_seconds(path: Path) -> float:
-    """Seconds a notebook's stored run spent in its cells (their execution metadata)."""
-    total = 0.0
-    for cell in json.loads(path.read_text()).get("cells", []):
-        times = cell.get("metadata", {}).get("execution", {})
-        start, end = times.get("iopub.status.busy"), times.get("shell.execute_reply")
-        if start and end:
-            total += (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-    return total
+    """Seconds a notebook's stored run took, as the execution-statistics page says."""
+    return _stored_execution().notebook_run(path)["seconds"] or 0.0
 
 
 def heaviest_first(entries: Iterable[T], scope: Callable[[T], str],
