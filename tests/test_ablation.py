@@ -89,3 +89,32 @@ def test_the_noise_floor_is_the_spread_of_the_seed_rows():
             (("recipe", 0.30), ("seed-2", 0.26), ("nesterov", 0.50), ("seed-3", 0.28))]
     assert ab.noise_floor(rows) == pytest.approx(0.04)
     assert ab.noise_floor(rows[:1]) is None
+
+
+@pytest.mark.parametrize("plan", list(ab.PLANS.values()), ids=list(ab.PLANS))
+def test_every_plans_rows_load_as_configs_that_change_what_they_say(plan):
+    recipe = load_config(plan.profile, dict(plan.short))
+    for row in plan.rows:
+        command = ab.train_command(row, plan=plan)
+        profile, overrides = parse_args(command[2:])[:2]
+        assert profile == plan.profile
+        assert overrides["output_dir"] == str(plan.runs / row.run_name)
+        config = load_config(profile, overrides)
+        changed = {key for key in dict(plan.by_name[row.run_name].overrides)
+                   if getattr(config, key) != getattr(recipe, key)}
+        assert changed == set(plan.by_name[row.run_name].overrides)
+    assert plan.rows[0].name == "recipe"
+
+
+def test_the_gpu_plan_is_short_gpu_fast_scored_without_a_new_profile(tmp_path):
+    config = load_config(ab.GPU.profile, dict(ab.GPU.short))
+    assert (config.device_target, config.epoch_size, config.valid_split) == ("GPU", 20, 5000)
+    assert config.epoch_size % config.save_checkpoint_epochs == 0  # the last epoch is saved
+    assert ab.score_command(ab.GPU.by_name["flip-tta"], ab.GPU) == [
+        "msresnet", "ablation", "run", "--profile", "gpu-fast", "flip-tta"]
+    fake_run(tmp_path / "recipe", 0.80)
+    fake_run(tmp_path / "size-40", 0.82)
+    for name in ("recipe", "size-40"):
+        ab.record_row(ab.GPU.by_name[name], tmp_path, tmp_path / "rec", ab.GPU)
+    lines = ab.table(ab.read_rows(tmp_path / "rec", ab.GPU), timed=True)
+    assert lines[0][-1] == "train s" and lines[2][2:] == ["82.0", "+2.0", "81.0", "180"]

@@ -47,18 +47,9 @@ from msresnet.paths import REPO_ROOT
 
 log = logging.getLogger("msresnet.experiments.ablation")
 
-PROFILE = "cpu"
-SHORT: dict[str, Any] = {"epoch_size": 3, "train_samples": 4800, "valid_frequency": 3,
-                         "eval_samples": 5000, "keep_checkpoint_max": 1, "nesterov": False}
-"""What makes a row short: 3 epochs of 4,800 images, one validation at the end. The
-rows compare against the recipe as it was when they ran, with plain momentum
-(``nesterov`` false); the ``nesterov`` row's result is why the profile now has it."""
-
-RUNS = Path("runs/ablation")
-RECORDS = REPO_ROOT / "results" / "budget" / "ablation"
+EMA_DECAY = 0.99  # ~100-step average: a third of the short run's 225 steps
 ROW_JSON = "row.json"
 COPIED = ("history.json", "config.yaml", "train.log", "test.json")
-EMA_DECAY = 0.99  # ~100-step average: a third of the short run's 225 steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +77,7 @@ class Row:
         return self.run_of or self.name
 
 
-ROWS: tuple[Row, ...] = (
+CPU_ROWS: tuple[Row, ...] = (
     Row("recipe", "the cpu recipe with plain momentum, short (batch 64, peak 0.1, warmup 1 epoch, "
         "label smoothing 0.1)", {"ema_decay": EMA_DECAY}),
     Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)", {"seed": 2}),
@@ -112,7 +103,59 @@ ROWS: tuple[Row, ...] = (
         {"epoch_size": 4, "valid_frequency": 4, "progressive_size": 16,
          "progressive_epochs": 3}),
 )
-BY_NAME = {row.name: row for row in ROWS}
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One ablation: the profile its rows change, what makes a row short, the rows,
+    and where runs and records go. ``timed``: the rows ran alone on one device, so
+    their seconds compare (the table shows them)."""
+
+    profile: str
+    short: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    runs: Path
+    records: Path
+    timed: bool = False
+
+    @property
+    def by_name(self) -> dict[str, Row]:
+        return {row.name: row for row in self.rows}
+
+
+GPU_ROWS: tuple[Row, ...] = (
+    Row("recipe", "gpu-fast, short: 20 epochs (warmup 2 epochs to 0.2, linear decay to 0)"),
+    Row("flip-tta", "flip test-time augmentation (scores the recipe run)", scores="flip",
+        run_of="recipe"),
+    Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)", {"seed": 2}),
+    Row("size-40", "40x40 inputs (resized), the CIFAR stem: 1.56 times the pixels",
+        {"image_size": 40}),
+    Row("lr-0.4", "peak learning rate 0.4", {"lr_max": 0.4}),
+    Row("no-label-smoothing", "label smoothing 0 instead of 0.1", {"label_smoothing": 0.0}),
+    Row("lr-0.1", "peak learning rate 0.1", {"lr_max": 0.1}),
+    Row("progressive-16", "progressive resizing: epochs 1-10 at 16x16, 11-20 at 32x32",
+        {"progressive_size": 16, "progressive_epochs": 10}),
+)
+"""The GPU rows, in the order a lease runs them (the most telling first)."""
+
+CPU = Plan("cpu", {"epoch_size": 3, "train_samples": 4800, "valid_frequency": 3,
+                   "eval_samples": 5000, "keep_checkpoint_max": 1, "nesterov": False},
+           CPU_ROWS, Path("runs/ablation"), REPO_ROOT / "results" / "budget" / "ablation")
+"""Chapter 10's ablation of the ``cpu`` recipe: 3 epochs of 4,800 images, one validation
+at the end. The rows compare against the recipe as it was when they ran, with plain
+momentum (``nesterov`` false); the ``nesterov`` row's result is why the profile now has it."""
+
+GPU = Plan("gpu-fast", {"epoch_size": 20, "save_checkpoint_epochs": 5,
+                        "keep_checkpoint_max": 2},
+           GPU_ROWS, Path("runs/ablation-gpu"),
+           REPO_ROOT / "results" / "gpu" / "ablation", timed=True)
+"""The GPU page's ablation of ``gpu-fast``: 20 of its epochs (about 2.5 minutes on one
+H100), validated every epoch on the 5,000 held-out images, the test set scoring the
+last checkpoint once."""
+
+PLANS = {plan.profile: plan for plan in (CPU, GPU)}
+
+# The CPU plan's parts under their old names (chapter 10 reads them)
+PROFILE, SHORT, ROWS, RUNS, RECORDS = CPU.profile, CPU.short, CPU.rows, CPU.runs, CPU.records
+BY_NAME = CPU.by_name
 
 
 def _value(value: Any) -> str:
@@ -121,23 +164,25 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def train_command(row: Row, runs: Path = RUNS) -> list[str]:
+def train_command(row: Row, runs: Path | None = None, plan: Plan = CPU) -> list[str]:
     """The ``msresnet train`` command line that trains ``row``'s run in ``runs``."""
-    source = BY_NAME[row.run_name]
-    args = ["msresnet", "train", PROFILE, "--output", str(runs / source.name)]
-    for key, value in {**SHORT, **source.overrides}.items():
+    source = plan.by_name[row.run_name]
+    folder = (plan.runs if runs is None else runs) / source.name
+    args = ["msresnet", "train", plan.profile, "--output", str(folder)]
+    for key, value in {**plan.short, **source.overrides}.items():
         args += [f"--{key}", _value(value)]
     return args + ["--no_progress"]
 
 
-def score_command(row: Row) -> list[str] | None:
+def score_command(row: Row, plan: Plan = CPU) -> list[str] | None:
     """The command that scores an evaluation-only row (None for a training row)."""
     if row.trains:
         return None
-    return ["msresnet", "ablation", "run", row.name]
+    named = [] if plan is CPU else ["--profile", plan.profile]
+    return ["msresnet", "ablation", "run", *named, row.name]
 
 
-def _evaluate(row: Row, run_dir: Path) -> dict[str, Any]:
+def _evaluate(row: Row, run_dir: Path, plan: Plan) -> dict[str, Any]:
     """Scores of an evaluation-only row on the held-out images and the test images."""
     from msresnet.training.checkpoints import list_checkpoints
     from msresnet.training.ema import EMA_PREFIX
@@ -151,29 +196,32 @@ def _evaluate(row: Row, run_dir: Path) -> dict[str, Any]:
     flip = row.scores == "flip"
     scores: dict[str, Any] = {"checkpoint": files[-1].name}
     for split in ("valid", "test"):
-        evaluator = CheckpointEvaluator.for_run(run_dir, split=split,
-                                                eval_samples=SHORT["eval_samples"], flip=flip)
+        evaluator = CheckpointEvaluator.for_run(run_dir, split=split, flip=flip,
+                                                eval_samples=plan.short.get("eval_samples"))
         record = evaluator.evaluate(files[-1].path)
         scores[split] = {"top1": round(record.top1, 6), "top5": round(record.top5, 6),
                          "loss": round(record.loss, 6), "seconds": round(record.seconds, 3)}
     return scores
 
 
-def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, Any]:
+def record_row(row: Row, runs: Path | None = None, records: Path | None = None,
+               plan: Plan = CPU) -> dict[str, Any]:
     """Score ``row`` from its run folder and write ``<records>/<row>/row.json`` (+ run files)."""
     from msresnet.training.callbacks import read_history
     from msresnet.training.selection import read_test
 
+    runs = plan.runs if runs is None else runs
     run_dir = runs / row.run_name
     history = read_history(run_dir)
     if not history:
         raise FileNotFoundError(f"{run_dir}: no history.json records: did the run start?")
     last = history[-1]
+    command, scorer = train_command(row, plan=plan), score_command(row, plan)
     record: dict[str, Any] = {
         "row": row.name, "change": row.change, "scores": row.scores,
-        "run": row.run_name, "overrides": dict(BY_NAME[row.run_name].overrides),
-        "short": dict(SHORT), "command": shlex.join(train_command(row)),
-        "score_command": shlex.join(score_command(row)) if score_command(row) else None,
+        "run": row.run_name, "overrides": dict(plan.by_name[row.run_name].overrides),
+        "short": dict(plan.short), "command": shlex.join(command),
+        "score_command": shlex.join(scorer) if scorer else None,
         "train_seconds": round(sum(r["train_seconds"] for r in history), 1),
         "images_per_second": last.get("images_per_second"),
         "train_loss": last["train_loss"],
@@ -187,8 +235,8 @@ def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str
         record["test"] = {k: test["last"][k] for k in ("top1", "top5", "loss")}
         record["checkpoint"] = test["last"].get("file")
     else:
-        record.update(_evaluate(row, run_dir))
-    folder = records / row.name
+        record.update(_evaluate(row, run_dir, plan))
+    folder = (plan.records if records is None else records) / row.name
     folder.mkdir(parents=True, exist_ok=True)
     if row.trains:
         for name in COPIED:
@@ -200,20 +248,22 @@ def record_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str
     return record
 
 
-def run_row(row: Row, runs: Path = RUNS, records: Path = RECORDS) -> dict[str, Any]:
+def run_row(row: Row, runs: Path | None = None, records: Path | None = None,
+            plan: Plan = CPU) -> dict[str, Any]:
     """Train the row's run when it has no ``test.json`` yet, then record the row."""
-    run_dir = runs / row.run_name
+    run_dir = (plan.runs if runs is None else runs) / row.run_name
     if not (run_dir / "test.json").is_file():
-        command = train_command(row, runs)
+        command = train_command(row, runs, plan)
         log.info("training %s: %s", row.run_name, shlex.join(command))
         subprocess.run([sys.executable, "-m", *command], check=True)
-    return record_row(row, runs, records)
+    return record_row(row, runs, records, plan)
 
 
-def read_rows(records: Path = RECORDS) -> list[dict[str, Any]]:
-    """The recorded rows, in :data:`ROWS` order (rows not recorded yet are left out)."""
+def read_rows(records: Path | None = None, plan: Plan = CPU) -> list[dict[str, Any]]:
+    """The recorded rows, in the plan's order (rows not recorded yet are left out)."""
+    records = plan.records if records is None else records
     rows = []
-    for row in ROWS:
+    for row in plan.rows:
         path = records / row.name / ROW_JSON
         if path.is_file():
             rows.append(json.loads(path.read_text(encoding="utf-8")))
@@ -221,7 +271,7 @@ def read_rows(records: Path = RECORDS) -> list[dict[str, Any]]:
 
 
 SEED_ROWS = ("recipe", "seed-2", "seed-3")
-"""The same recipe with three seeds: their spread is the noise floor."""
+"""The same recipe with other seeds: their spread is the noise floor."""
 
 
 def noise_floor(rows: Sequence[Mapping[str, Any]]) -> float | None:
@@ -230,34 +280,45 @@ def noise_floor(rows: Sequence[Mapping[str, Any]]) -> float | None:
     return max(seeds) - min(seeds) if len(seeds) >= 2 else None
 
 
-def table(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def table(rows: Sequence[Mapping[str, Any]], timed: bool = False) -> list[list[str]]:
     """Rows of the ablation table: change, validation and test top-1, difference from the recipe.
 
-    No speed column: the rows were trained while other work shared the CPU, so their
-    images/s (kept in ``row.json``) are not comparable; speed is measured apart
-    (``msresnet bench``, ``results/budget/throughput.json``).
+    A speed column only when ``timed`` (:attr:`Plan.timed`): the CPU rows were trained
+    while other work shared the CPU, so their images/s (kept in ``row.json``) are not
+    comparable; speed is measured apart there (``msresnet bench``,
+    ``results/budget/throughput.json``).
     """
     base = next((r for r in rows if r["row"] == "recipe"), None)
     out = [["row", "change", "valid top-1 %", "vs recipe", "test top-1 %"]]
+    out[0] += ["train s"] if timed else []
     for r in rows:
         valid, test = 100 * r["valid"]["top1"], 100 * r["test"]["top1"]
         delta = "" if base is None or r is base else \
             f"{valid - 100 * base['valid']['top1']:+.1f}"
-        out.append([r["row"], r["change"], f"{valid:.1f}", delta, f"{test:.1f}"])
+        line = [r["row"], r["change"], f"{valid:.1f}", delta, f"{test:.1f}"]
+        seconds = r["train_seconds"] if r["scores"] == "last" else None
+        out.append(line + ([f"{seconds:.0f}" if seconds else ""] if timed else []))
     return out
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="msresnet ablation",
-                                     description="Short recorded runs, one per budget trick.")
+                            description="Short recorded runs, one per budget trick.")
     sub = parser.add_subparsers(dest="action", required=True)
+    names = ", ".join(PLANS)
     run = sub.add_parser("run", help="train (if needed) and record rows")
-    run.add_argument("rows", nargs="*", help=f"rows (default all): {', '.join(BY_NAME)}")
-    run.add_argument("--runs", type=Path, default=RUNS, help="run folders (default runs/ablation)")
-    run.add_argument("--records", type=Path, default=RECORDS,
-                     help="record folders (default results/budget/ablation)")
+    run.add_argument("rows", nargs="*", help="rows (default all): "
+                     + "; ".join(f"{p.profile}: {', '.join(p.by_name)}" for p in PLANS.values()))
+    run.add_argument("--profile", default=CPU.profile, choices=list(PLANS),
+                     help=f"whose ablation ({names}; default {CPU.profile})")
+    run.add_argument("--runs", type=Path, default=None,
+                     help="run folders (default runs/ablation, runs/ablation-gpu)")
+    run.add_argument("--records", type=Path, default=None,
+                     help="record folders (default results/budget/ablation, results/gpu/ablation)")
     shown = sub.add_parser("table", help="print the table from the records")
-    shown.add_argument("--records", type=Path, default=RECORDS)
+    shown.add_argument("--profile", default=CPU.profile, choices=list(PLANS),
+                       help=f"whose ablation ({names}; default {CPU.profile})")
+    shown.add_argument("--records", type=Path, default=None)
     return parser
 
 
@@ -265,15 +326,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from msresnet.text_table import format_table
 
     args = build_parser().parse_args(argv)
+    plan = PLANS[args.profile]
+    records = plan.records if args.records is None else args.records
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.action == "table":
-        if not args.records.is_dir():
-            raise SystemExit(f"--records {args.records}: no such folder of ablation records")
-        print(format_table(table(read_rows(args.records))))
+        if not records.is_dir():
+            raise SystemExit(f"--records {records}: no such folder of ablation records")
+        print(format_table(table(read_rows(records, plan), plan.timed)))
         return 0
-    unknown = [name for name in args.rows if name not in BY_NAME]
+    unknown = [name for name in args.rows if name not in plan.by_name]
     if unknown:
-        raise SystemExit(f"unknown row {unknown[0]!r}; rows: {', '.join(BY_NAME)}")
-    for name in args.rows or list(BY_NAME):
-        run_row(BY_NAME[name], args.runs, args.records)
+        raise SystemExit(f"unknown row {unknown[0]!r}; rows: {', '.join(plan.by_name)}")
+    for name in args.rows or list(plan.by_name):
+        run_row(plan.by_name[name], args.runs, records, plan)
     return 0

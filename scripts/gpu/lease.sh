@@ -10,6 +10,8 @@
 #   pytorch   PyTorch's step at 32x32, batch 256, NCHW and channels_last
 #   levers    MindSpore's step under each speed lever (scripts/gpu/levers.py), then
 #             the profiler's kernel tables for the default and the NHWC step
+#   ablation  gpu-fast's short-run ablation on the held-out split, row by row
+#             (`msresnet ablation run --profile gpu-fast ROW`), as time allows
 #   choose    the fastest lever and the epochs that fit 15 minutes, written into
 #             configs/gpu-fast.yaml (scripts/gpu/choose_profile.py)
 #   gpu-fast  `msresnet train gpu-fast`, as shipped
@@ -31,7 +33,7 @@
 # in .whl/; SciPy's 38 MB wheel does not fit one call beside the checkout, so it goes
 # in two pieces joined on the machine (results/gpu/h100-2026-12-06-bn16/README.md).
 set -u
-R=$1; O=$2; END=$3; STEPS=${4:-probe,bncheck,airbench,pytorch,levers,choose,gpu-fast,twin}
+R=$1; O=$2; END=$3; STEPS=${4:-probe,bncheck,airbench,pytorch,levers,ablation,choose,gpu-fast,twin}
 AIRBENCH=${AIRBENCH:-airbench94:8 airbench96:1}
 source "$R/env.sh"
 mkdir -p "$O"
@@ -119,6 +121,16 @@ if want levers && [ $MINDSPORE = 1 ]; then
   # the profiler's tables only (its raw traces are large); watch.sh packs them
   find "$O"/profile* -type f ! -name '*.csv' ! -name '*.txt' ! -name '*.json' -delete 2>/dev/null
   find "$O"/profile* -type f -size +4M -delete 2>/dev/null
+fi
+if want ablation && [ $MINDSPORE = 1 ]; then
+  # gpu-fast's short-run ablation, one row per step, most telling first
+  # (msresnet.experiments.ablation.GPU); checkpoints stay in runs/ablation-gpu
+  for row in ${ABLATION_ROWS:-$(python3 -c 'from msresnet.experiments.ablation import GPU
+print(" ".join(GPU.by_name))')}; do
+    case $row in flip-tta) need=60;; size-40) need=260;; *) need=190;; esac
+    step "ablation_$row" $need python3 -m msresnet ablation run --profile gpu-fast \
+      --records "$O/ablation" "$row"
+  done
 fi
 # The run's budget: 15 minutes, or less when the lease would leave no time after it
 # for the 18-epoch twin (about 3 minutes with its start).
