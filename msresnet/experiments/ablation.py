@@ -29,7 +29,6 @@ scores and speed; ``history.json``, ``config.yaml`` and ``train.log`` of the run
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -41,7 +40,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from msresnet.command_line import ArgumentParser
 from msresnet.atomic import write_json
 from msresnet.paths import REPO_ROOT
 
@@ -168,7 +166,7 @@ def train_command(row: Row, runs: Path | None = None, plan: Plan = CPU) -> list[
     """The ``msresnet train`` command line that trains ``row``'s run in ``runs``."""
     source = plan.by_name[row.run_name]
     folder = (plan.runs if runs is None else runs) / source.name
-    args = ["msresnet", "train", plan.profile, "--output", str(folder)]
+    args = ["msresnet", "train", plan.profile, "--output_dir", str(folder)]
     for key, value in {**plan.short, **source.overrides}.items():
         args += [f"--{key}", _value(value)]
     return args + ["--no_progress"]
@@ -299,44 +297,3 @@ def table(rows: Sequence[Mapping[str, Any]], timed: bool = False) -> list[list[s
         seconds = r["train_seconds"] if r["scores"] == "last" else None
         out.append(line + ([f"{seconds:.0f}" if seconds else ""] if timed else []))
     return out
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="msresnet ablation",
-                            description="Short recorded runs, one per budget trick.")
-    sub = parser.add_subparsers(dest="action", required=True)
-    names = ", ".join(PLANS)
-    run = sub.add_parser("run", help="train (if needed) and record rows")
-    run.add_argument("rows", nargs="*", help="rows (default all): "
-                     + "; ".join(f"{p.profile}: {', '.join(p.by_name)}" for p in PLANS.values()))
-    run.add_argument("--profile", default=CPU.profile, choices=list(PLANS),
-                     help=f"whose ablation ({names}; default {CPU.profile})")
-    run.add_argument("--runs", type=Path, default=None,
-                     help="run folders (default runs/ablation, runs/ablation-gpu)")
-    run.add_argument("--records", type=Path, default=None,
-                     help="record folders (default results/budget/ablation, results/gpu/ablation)")
-    shown = sub.add_parser("table", help="print the table from the records")
-    shown.add_argument("--profile", default=CPU.profile, choices=list(PLANS),
-                       help=f"whose ablation ({names}; default {CPU.profile})")
-    shown.add_argument("--records", type=Path, default=None)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from msresnet.text_table import format_table
-
-    args = build_parser().parse_args(argv)
-    plan = PLANS[args.profile]
-    records = plan.records if args.records is None else args.records
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.action == "table":
-        if not records.is_dir():
-            raise SystemExit(f"--records {records}: no such folder of ablation records")
-        print(format_table(table(read_rows(records, plan), plan.timed)))
-        return 0
-    unknown = [name for name in args.rows if name not in plan.by_name]
-    if unknown:
-        raise SystemExit(f"unknown row {unknown[0]!r}; rows: {', '.join(plan.by_name)}")
-    for name in args.rows or list(plan.by_name):
-        run_row(plan.by_name[name], args.runs, records, plan)
-    return 0
