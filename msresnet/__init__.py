@@ -27,8 +27,7 @@ module), and on a module this docstring does not name. The layers, first to last
 * ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
   counts, classes, mean and std; and its binary format: reading records,
   validating a folder), ``download`` (resumable, checksummed HTTP),
-  ``prepare`` (a ready folder from a URL, an archive or a folder; its marker; and
-  ``msresnet prepare``),
+  ``prepare`` (a ready folder from a URL, an archive or a folder; its marker),
   ``splits`` (the held-out validation split), ``identity`` (which images an
   evaluation scored, by SHA-256), ``source`` (a run's data resolved once: the
   folder's one precedence rule, validated, split and identified), ``images`` (any
@@ -52,8 +51,8 @@ module), and on a module this docstring does not name. The layers, first to last
   ``ema`` (the weight average kept beside training), ``factories``
   (network, optimizer, loss, metrics, device setting and datasets from a config),
   ``resume`` (which checkpoint a run continues, what may differ, restoring it),
-  ``train`` (the one training function), ``sweep`` (``msresnet sweep``: score every
-  checkpoint);
+  ``train`` (the one training function), ``sweep`` (score every checkpoint of a run:
+  what ``msresnet sweep`` and chapter 5 run);
 * ``ranks``: a data-parallel run's evidence, ``dump`` (the callback a worker adds
   with ``--rank_dump``; the train command imports it only then) and ``analysis``
   (chapter 7's reading and replay of the rank records; no training worker imports it);
@@ -88,10 +87,16 @@ module), and on a module this docstring does not name. The layers, first to last
   ``reproduce`` (papermill runs of the chapters), ``results_page`` (the results
   page), ``results_figures`` (its figures, drawn from the records), ``lab``
   (JupyterLab);
-* ``commands``: the verbs' command lines, each over one library function:
-  ``train`` (``msresnet train``; the first verb moved here, the others still live
-  beside their functions); and ``cli``, at the root: the ``msresnet`` dispatcher,
-  the top floor, which no library module imports.
+* ``commands``: the verbs' command lines, each a parser and a thin ``main`` over
+  the library function its docstring names: ``prepare``, ``train``, ``sweep``,
+  ``export``, ``predict``, ``doctor``, ``job``, ``sync``, ``reproduce``,
+  ``results_page``, ``lab``, ``convert_mindrecord``, ``bench``, ``pipeline_bench``,
+  ``ablation``, ``lr_range``, ``local_s3`` (one module per verb, named as the verb
+  with underscores). Two verbs keep a part below: ``msresnet launch`` lives whole in
+  ``jobs.launch`` (chapter 7 calls its ``main``), and the job's arguments are read by
+  ``jobs.job`` (the platform's contract: chapter 6 and the boot file read them
+  there); and ``cli``, at the root: the ``msresnet`` dispatcher, the top floor,
+  which no library module imports.
 """
 
 from msresnet.cpu_speed import apply_fast_isa
@@ -113,6 +118,9 @@ MINDSPORE_FREE_MODULES = frozenset({
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "experiments.onednn_trace", "chapters.helpers", "chapters.notebook", "chapters.reproduce",
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
+    "commands.prepare", "commands.predict", "commands.doctor", "commands.job", "commands.sync",
+    "commands.reproduce", "commands.results_page", "commands.lab", "commands.bench",
+    "commands.pipeline_bench", "commands.ablation", "commands.local_s3",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

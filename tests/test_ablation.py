@@ -13,6 +13,7 @@ import pytest
 
 from msresnet.experiments import ablation as ab
 from msresnet.config import load_config
+from msresnet.commands import ablation as ablation_command
 from msresnet.commands.train import parse_args
 
 
@@ -81,7 +82,7 @@ def test_a_row_without_a_finished_run_is_named(tmp_path):
 
 def test_unknown_rows_are_refused():
     with pytest.raises(SystemExit, match="unknown row 'nesterof'"):
-        ab.main(["run", "nesterof"])
+        ablation_command.main(["run", "nesterof"])
 
 
 def test_the_noise_floor_is_the_spread_of_the_seed_rows():

@@ -1,4 +1,5 @@
-"""The CPU benchmark CLI (msresnet.experiments.bench): a tiny real run through a subprocess."""
+"""The CPU benchmark (msresnet.experiments.bench) and its command line
+(msresnet.commands.bench): a tiny real run through a subprocess."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from msresnet.commands import bench as bench_command
 from msresnet.experiments import bench
 
 
@@ -91,7 +93,7 @@ def test_graph_kernel_reaches_the_worker_and_the_table():
     settings = bench.BenchSettings(graph_kernel=True)
     assert "--graph_kernel" in bench._worker_command(settings, "graph", "AVX2")
     assert "--graph_kernel" not in bench._worker_command(bench.BenchSettings(), "graph", "AVX2")
-    args = bench.build_parser().parse_args(["--graph-kernel"])
+    args = bench_command.build_parser().parse_args(["--graph-kernel"])
     assert args.graph_kernel is True
     report = {"settings": bench.asdict(settings), "results": [
         {"mode": "graph", "isa": "AVX2", "isa_env": "AVX2", "ms_per_step": 1.0,

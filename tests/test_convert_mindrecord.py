@@ -20,6 +20,7 @@ import mindspore.dataset as ds
 import mindspore.dataset.vision as vision
 from mindspore.mindrecord import FileWriter
 
+from msresnet.commands import convert_mindrecord as command
 from msresnet.data import cifar10, mindrecord as convert_mindrecord
 from msresnet.data.cifar10 import CLASSES, META_FILE, RECORD_BYTES, TEST_FILES, TRAIN_FILES
 from msresnet.data.mindrecord import MindRecordError, check_file, convert, mindrecord_path
@@ -155,11 +156,11 @@ def test_unknown_usage(tmp_path: Path) -> None:
 
 def test_command_line(cifar: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "mr"
-    assert convert_mindrecord.main([str(cifar), "--out", str(out)]) == 0
-    assert convert_mindrecord.main([str(cifar), "--out", str(out), "--usage", "test"]) == 0
+    assert command.main([str(cifar), "--out", str(out)]) == 0
+    assert command.main([str(cifar), "--out", str(out), "--usage", "test"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("wrote ") and "cifar10_train.mindrecord (60 records)" in lines[0]
     assert lines[1].startswith("wrote ") and "(12 records)" in lines[1]
     assert lines[2].startswith("up to date: ")
     with pytest.raises(SystemExit, match="--usage"):
-        convert_mindrecord.main([str(cifar), "--out", str(out), "--usage", "valid"])
+        command.main([str(cifar), "--out", str(out), "--usage", "valid"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from msresnet import cli
+from msresnet.commands import doctor as doctor_command
 from msresnet.config import load_config
 from msresnet.doctor import checks, command, hardware, software, speed
 
@@ -44,7 +45,7 @@ def _lines(text: str, status: str) -> list[str]:
 def test_accelerator_profile_without_the_device_fails_with_one_line(
         profile, driver, monkeypatch, tmp_path, capsys):
     out_json = tmp_path / "doctor.json"
-    code = command.main(["--profile", profile, "--data_dir", str(DATA), "--json", str(out_json)])
+    code = doctor_command.main(["--profile", profile, "--data_dir", str(DATA), "--json", str(out_json)])
     out = capsys.readouterr().out
     assert code == 1
     failed = _lines(out, "FAIL")
@@ -95,7 +96,7 @@ def test_the_device_check_passes_in_a_process_whose_runtime_already_ran():
 
 def test_missing_data_fails_with_the_prepare_command_and_skips_the_timing(tmp_path, capsys):
     empty = tmp_path / "nothing-here"
-    code = command.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",
+    code = doctor_command.main(["--profile", "cpu", "--data_dir", str(empty), "--steps", "2",
                         "--batch_size", "8", "--json", str(tmp_path / "d.json")])
     out = capsys.readouterr().out
     assert code == 1

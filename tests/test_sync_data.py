@@ -36,16 +36,16 @@ def dataset(server, tmp_path):
     return f"s3://{bucket}/dataset", files
 
 
-# What each process of a "node" runs: msresnet.storage.sync's command line, then it lists the
-# destination at once - proving it returned only after the copy was complete.
-WORKER = ("import json, os, sys; from msresnet.storage.sync import main; main(sys.argv[1:]); "
+# What each process of a "node" runs: msresnet sync's command line (msresnet.commands.sync),
+# then it lists the destination at once - proving it returned only after the copy was complete.
+WORKER = ("import json, os, sys; from msresnet.commands.sync import main; main(sys.argv[1:]); "
           "print(json.dumps(sorted(os.listdir(sys.argv[2])) if os.path.isdir(sys.argv[2]) "
           "else []))")
 
 
 def run_workers(count: int, src: str, dst: Path, lock_dir: Path, job: str,
                 timeout: float = 60.0) -> list[dict]:
-    """``count`` processes running :func:`msresnet.storage.sync.main` at the same time."""
+    """``count`` processes running :func:`msresnet.commands.sync.main` at the same time."""
     command = [sys.executable, "-c", WORKER, src, str(dst), "--world", str(count),
                "--job", job, "--timeout", str(timeout), "--lock_dir", str(lock_dir)]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())

@@ -29,6 +29,7 @@ from msresnet.training import sweep as sw
 from msresnet.config import ConfigError
 from msresnet.paths import REPO_ROOT
 from msresnet.run_config import recorded_config
+from msresnet.commands import sweep as sweep_command
 from msresnet.commands.train import parse_args
 from msresnet.training.train import TrainError, train_and_evaluate, validation_epochs
 
@@ -375,7 +376,7 @@ def best_files(folder) -> tuple[bytes, bytes]:
 
 
 def sweep_main(run, *args) -> int:
-    return sw.main([str(run), "--eval_samples", str(SMALL["eval_samples"]), *args])
+    return sweep_command.main([str(run), "--eval_samples", str(SMALL["eval_samples"]), *args])
 
 
 def sweep_cli(run_dir, cwd, *args):

@@ -33,11 +33,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from msresnet.command_line import ArgumentParser
 from msresnet.paths import REPO_ROOT
 
 KERNEL_NAME = "msresnet-book"
@@ -219,22 +217,3 @@ def serve(ip: str, port: int, notebook_dir: Path = NOTEBOOK_DIR) -> int:
         return 1
     print(banner(server, ip, display_name()), flush=True)
     return process.wait()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = ArgumentParser(prog="msresnet lab",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--ip", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port (default {DEFAULT_PORT}, the next free one if taken; "
-                             "0: any free port)")
-    parser.add_argument("--register_only", action="store_true",
-                        help="only register the kernel, print where, and exit")
-    args = parser.parse_args(argv)
-    if not 0 <= args.port <= 65535:  # before anything is registered or started
-        parser.error(f"--port: {args.port} is not a TCP port (0-65535; 0: any free port)")
-    if args.register_only:
-        print(f'kernel "{display_name()}" ({KERNEL_NAME}) registered in {register_kernel()}')
-        return 0
-    return serve(args.ip, args.port)

@@ -22,7 +22,6 @@ completed with the same parameters.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import base64
 import datetime as dt
@@ -34,7 +33,6 @@ import os
 import platform
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,10 +43,9 @@ import nbformat
 import yaml
 
 from msresnet import atomic
-from msresnet.command_line import ArgumentParser
 from msresnet.spelling import did_you_mean
 from msresnet.cpu_speed import cpu_model
-from msresnet.config import FIELDS, PROFILES, Overrides, parse_overrides
+from msresnet.config import FIELDS, Overrides, parse_overrides
 from msresnet.data.prepare import provenance
 from msresnet.chapters.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
 from msresnet.run_config import build_run_config, for_devices, lr_rule
@@ -411,29 +408,3 @@ def command_line(argv: Sequence[str]) -> str:
     """The command as recorded in ``run.json``: quoted for a POSIX shell, so that
     copying it (or ``shlex.split``) gives back exactly these arguments."""
     return shlex.join(["msresnet", "reproduce", *argv])
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = ArgumentParser(prog="msresnet reproduce",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", required=True, choices=PROFILES)
-    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                        metavar=("KEY", "VALUE"), help="a notebook parameter / config key")
-    parser.add_argument("--only", help="chapter numbers to run, e.g. 1,4,5")
-    parser.add_argument("--output_dir", required=True, type=Path, help="output folder, e.g. runs/NAME")
-    parser.add_argument("--resume", action="store_true",
-                        help="skip chapters that completed with the same parameters")
-    parser.add_argument("--notebooks", type=Path, default=NOTEBOOK_DIR,
-                        help="folder of the chapter notebooks (default: notebooks/)")
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    command = command_line(argv if argv is not None else sys.argv[1:])
-    # a ReproduceError or ConfigError ends as msresnet.command_line's one line, exit 2
-    run = reproduce(args.profile, args.output_dir, args.parameter, args.only, args.resume, command,
-                    notebook_dir=args.notebooks)
-    print(f"{len(run['notebooks'])} chapters in {run['seconds']:.0f} s; "
-          f"report: {args.output_dir / 'report.md'}")
-    return 0

@@ -22,12 +22,11 @@ import os
 import shlex
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jinja2
 
 from msresnet.atomic import write_text
-from msresnet.command_line import ArgumentParser
 from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.chapters.reproduce import format_metric
@@ -331,20 +330,3 @@ def write_page(dest: Path, page: Path) -> Path:
     to ``page``."""
     draw_figures(dest)
     return write_text(page, render_page(dest, page))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = ArgumentParser(prog="msresnet results-page",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", type=Path, help="a finished reproduce --out folder")
-    parser.add_argument("--dest", type=Path, default=Path("results/cpu"))
-    parser.add_argument("--page", type=Path, default=Path("book/results.md"))
-    parser.add_argument("--readme", type=Path, default=Path("README.md"),
-                        help="README whose reproduction-table row for this run is rewritten")
-    args = parser.parse_args(argv)
-    # a ResultsError ends as msresnet.command_line's one line, "msresnet results-page: error: ...", exit 2
-    written = record(args.run_dir, args.dest)
-    write_page(args.dest, args.page)
-    write_readme_row(args.dest, args.readme)
-    print(f"{len(written)} files in {args.dest}; page {args.page}")
-    return 0

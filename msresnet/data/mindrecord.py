@@ -27,7 +27,6 @@ The conversion is
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -40,7 +39,6 @@ import numpy as np
 from mindspore.mindrecord import FileReader, FileWriter
 from PIL import Image
 
-from msresnet.command_line import ArgumentParser
 from msresnet import atomic
 from msresnet.data.cifar10 import TEST_FILES, TRAIN_FILES, DatasetError, read_records, validate
 from msresnet.data.download import sha256
@@ -188,28 +186,3 @@ def convert(dataset_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     total = _write(path, folder, usage)
     atomic.write_json(record, wanted)
     return Conversion(str(path), total, written=True)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="msresnet convert-mindrecord",
-        description="Convert the CIFAR-10 binary files to MindRecord (PNG images, int32 labels).")
-    parser.add_argument("batches_dir", type=Path, help="the cifar-10-batches-bin folder itself")
-    parser.add_argument("--output_dir", type=Path, required=True, help="folder for the .mindrecord files")
-    parser.add_argument("--usage", default="train,test", help="comma-separated: train,test")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace MindRecord files this converter did not write from these files")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    usages = [u.strip() for u in args.usage.split(",") if u.strip()]
-    bad = [u for u in usages if u not in SPLIT_FILES]
-    if bad or not usages:
-        raise SystemExit(f"--usage: expected a comma-separated subset of train,test; got {args.usage!r}")
-    for usage in usages:
-        done = convert(args.batches_dir, args.output_dir, usage, overwrite=args.overwrite)
-        state = "wrote" if done.written else "up to date:"
-        print(f"{state} {done.path} ({done.records:,d} records)", flush=True)
-    return 0

@@ -10,7 +10,7 @@ half a dataset; and a lock keeps concurrent callers from extracting twice. The
 marker is also what :func:`provenance` reads: which archive a folder came from.
 The format and its facts are :mod:`msresnet.data.cifar10`.
 
-The command line, ``msresnet prepare``::
+The command line, ``msresnet prepare`` (:mod:`msresnet.commands.prepare`)::
 
     msresnet prepare                                   # official URL into data/
     msresnet prepare --source auto                     # local mirror if present
@@ -27,15 +27,12 @@ shell scripts and CI.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
-import sys
 import tarfile
 import time
 import urllib.parse
@@ -46,7 +43,6 @@ from pathlib import Path
 from typing import IO
 
 from msresnet.atomic import write_json
-from msresnet.command_line import ArgumentParser
 from msresnet.data.cifar10 import (FOLDER_NAME, KNOWN_MD5, MINDSPORE_MIRROR_URL, OFFICIAL_MD5,
                                    OFFICIAL_URL,
                                    OPTIONAL_FILES, REQUIRED_FILES, DatasetError, dataset_folder,
@@ -197,7 +193,7 @@ def prepare_dataset(source: str | os.PathLike[str] = OFFICIAL_URL,
     by default the official MD5 for the official and MindSpore URLs, and no
     check (MD5 computed and reported) for anything else. The returned
     :class:`Prepared` says what was done; its ``folder`` is the ready folder.
-    (The command line around it is :func:`main` below.)
+    (The command line around it is :func:`msresnet.commands.prepare.main`.)
 
     Raises :class:`DatasetError` for anything wrong with the files (checksum,
     archive members, validation) and :class:`~msresnet.data.download.DownloadError`
@@ -436,7 +432,6 @@ def _lock(root: Path) -> Iterator[None]:
 # Short names for the two well-known URLs, so nobody has to type the mirror's address.
 SOURCE_ALIASES = {"official": OFFICIAL_URL, "mindspore": MINDSPORE_MIRROR_URL}
 AUTO = "auto"
-PROG = "msresnet prepare"
 
 
 def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str | None]:
@@ -451,48 +446,3 @@ def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str |
                 f"--source auto: the local mirror {LOCAL_MIRROR} exists; using it")
     return (OFFICIAL_URL, md5,
             f"--source auto: no local mirror at {LOCAL_MIRROR}; using the official archive")
-
-
-def _md5(text: str) -> str:
-    """``--md5``'s value: 32 hexadecimal digits, checked before anything is fetched."""
-    if re.fullmatch(r"[0-9a-fA-F]{32}", text) is None:
-        raise argparse.ArgumentTypeError(f"must be an MD5 checksum (32 hex digits), got {text!r}")
-    return text.lower()
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog=PROG,
-        description="Download (or take) the CIFAR-10 binary archive, check it and extract it safely.")
-    parser.add_argument("--source", default=OFFICIAL_URL,
-                        help="an http(s) URL, a local .tar.gz, an extracted folder, 'official',"
-                             " 'mindspore', or 'auto' (the local mirror if it exists, else"
-                             f" official; default: {OFFICIAL_URL}; mindspore = {MINDSPORE_MIRROR_URL})")
-    parser.add_argument("--root", default=str(DATA_ROOT),
-                        help="folder that will contain cifar-10-batches-bin (default: %(default)s)")
-    parser.add_argument("--md5", type=_md5, default=None,
-                        help="expected MD5 of the archive (default: the official MD5 for the official and"
-                             " MindSpore URLs, the mirror's own for auto; for other sources it is"
-                             " computed and reported, not checked)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """``msresnet prepare``; errors become one line in :func:`msresnet.command_line.run`."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    source, md5, note = resolve_source(args.source, args.md5)
-    if args.md5 and Path(source).expanduser().is_dir():
-        parser.error(f"--md5 checks an archive; --source {args.source} is a folder "
-                     "(its files are validated instead)")
-    try:
-        report = prepare_dataset(source, args.root, md5, progress=not args.quiet)
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; nothing half-done is left in {args.root}"
-              " (a partial download is kept: run again to resume)", file=sys.stderr)
-        return 130
-    if note and report.action != ALREADY_PREPARED:  # what auto chose, when it was used
-        print(note)
-    print(report.summary())
-    return 0

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from msresnet.command_line import ArgumentParser, positive_int
-from msresnet.atomic import output_folder, write_json
+from msresnet.atomic import write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config import Config
 from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CLASSES
@@ -426,52 +425,3 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], output_dir: str | os.P
         write_json(folder / EXPORT_RECORD, record)  # the two leaves the first one ours
         written.append(path)
     return written
-
-
-def _parser() -> ArgumentParser:
-    parser = ArgumentParser(
-        prog="msresnet export",
-        description="Export a checkpoint to MINDIR and ONNX, or (--browser) to the INT8 ONNX "
-                    "model and model.json the book's in-browser page serves.")
-    parser.add_argument("checkpoint", help="a .ckpt in a run folder (its config.yaml names "
-                                           "the network)")
-    parser.add_argument("--output_dir", required=True, help="folder to write into")
-    parser.add_argument("--profile", default=None, help="profile or YAML instead of the "
-                        "run's config.yaml")
-    parser.add_argument("--batch_size", type=positive_int, default=1, help="batch size the graphs are "
-                                                             "exported for")
-    parser.add_argument("--force", action="store_true",
-                        help=f"replace resnet50.onnx/.mindir files that {EXPORT_RECORD} in the "
-                             "folder does not list (another program's)")
-    parser.add_argument("--browser", action="store_true",
-                        help="write model.int8.onnx (symbolic batch, INT8) and model.json")
-    parser.add_argument("--data_dir", default=None,
-                        help="folder holding cifar-10-batches-bin, for INT8 calibration "
-                             "(default: the run's)")
-    parser.add_argument("--calibration_images", type=positive_int, default=512,
-                        help="training images that calibrate the INT8 model (default 512)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``msresnet export``: :func:`export_checkpoint`, or :func:`export_for_browser`."""
-    import shlex
-    import sys
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser().parse_args(argv)
-    run_config(args.checkpoint, args.profile)  # a missing file or config: before any folder
-    if not args.browser:
-        with output_folder(args.output_dir):  # a failed export leaves no empty folder
-            written = export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,
-                                        args.profile, force=args.force)
-        print(*(f"wrote {path} ({path.stat().st_size:,} bytes)" for path in written), sep="\n")
-        return 0
-    with output_folder(args.output_dir):
-        record = export_for_browser(args.checkpoint, args.output_dir, data_dir=args.data_dir,
-                                    calibration_images=args.calibration_images,
-                                    config=args.profile,
-                                    command=shlex.join(["msresnet", "export", *argv]))
-    print(f"wrote {Path(args.output_dir) / record['model']} ({record['bytes']:,} bytes) and "
-          f"{Path(args.output_dir) / 'model.json'}")
-    return 0

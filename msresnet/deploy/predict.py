@@ -1,4 +1,5 @@
-"""``msresnet predict MODEL IMAGE...``: the top-5 classes of any picture.
+"""The top-5 classes of any picture: what ``msresnet predict MODEL IMAGE...`` prints
+(its command line is :mod:`msresnet.commands.predict`).
 
 MODEL is what a run or chapter 8 leaves behind: a checkpoint (``.ckpt``, read with
 the network its run folder's ``config.yaml`` describes, or ``--profile``), a MINDIR
@@ -27,7 +28,6 @@ checkpoint or a MINDIR, inside the function that does it.
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 
 from msresnet.data.cifar10 import CLASSES
-from msresnet.command_line import ArgumentParser, USAGE_ERROR
 from msresnet.data.images import Color, ImageError, Picture, model_input, open_picture, read_image
 
 SUFFIXES = (".ckpt", ".mindir", ".onnx")
@@ -230,69 +229,3 @@ def read_pictures(files: Sequence[str], background: Color | None,
         except ImageError as err:
             report(str(err))
     return usable
-
-
-def _top(text: str) -> int:
-    """``--top``'s value: 1 to the number of classes."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= len(CLASSES):
-        raise argparse.ArgumentTypeError(f"must be between 1 and {len(CLASSES)}, got {text!r}")
-    return value
-
-
-def _background(text: str) -> Color | None:
-    try:
-        return background_colour(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither a colour Pillow knows (white, black, #808080...) nor "
-            f"'{REFUSE}'") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="msresnet predict",
-        description="Print the top-5 CIFAR-10 classes of each image (any size, any format "
-                    "Pillow reads) for a checkpoint, MINDIR or ONNX model.")
-    parser.add_argument("model", help="a .ckpt (its run folder's config.yaml says which network), "
-                                      ".mindir or .onnx file")
-    parser.add_argument("images", nargs="+", help="picture files")
-    parser.add_argument("--profile", default=None,
-                        help="profile or YAML describing the checkpoint's network "
-                             "(default: config.yaml beside the checkpoint)")
-    parser.add_argument("--top", type=_top, default=TOP_K, help="classes to print per image")
-    parser.add_argument("--background", type=_background, default="white",
-                        help="colour transparent pixels are composited on (a name or #rrggbb; "
-                             f"default white), or '{REFUSE}' to refuse such pictures")
-    parser.add_argument("--verbose", action="store_true",
-                        help="also print how each picture was converted to RGB")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import sys
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    failed = []
-
-    def report(line: str) -> None:  # one line per unusable picture, as msresnet.command_line writes one
-        failed.append(line)
-        print(f"{parser.prog}: error: {line}", file=sys.stderr, flush=True)
-
-    pictures = read_pictures(args.images, args.background, report)
-    if not pictures:
-        return USAGE_ERROR
-    model = open_model(args.model, args.profile)
-    print(f"model: {model.path} ({model.kind}, input {model.image_size}x{model.image_size})")
-    ranked_all = predict(model, [picture for _, picture in pictures], args.top)
-    for (file, picture), ranked in zip(pictures, ranked_all):
-        print(f"{file}:")
-        if args.verbose:
-            print("".join(f"  read: {step}\n" for step in picture.steps), end="")
-        for rank, (name, probability) in enumerate(ranked, start=1):
-            print(f"  {rank}. {name:<10} {probability:7.2%}")
-    return USAGE_ERROR if failed else 0

@@ -16,6 +16,8 @@ augmentation, held-out split and seed), so its answer is about that recipe::
 
     msresnet lr-range cpu --steps 200 --json results/budget/lr_range.json
 
+(the command line is :mod:`msresnet.commands.lr_range`).
+
 The result records every step (rate, loss, smoothed loss), the rate at the
 smoothed minimum and at the steepest descent, and where the test stopped
 (``diverged``: the smoothed loss passed ``diverge`` times its minimum).
@@ -23,26 +25,19 @@ smoothed minimum and at the steepest descent, and where the test stopped
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import mindspore.dataset as ds
 import numpy as np
 from mindspore.train import Callback
 
-from msresnet.command_line import (ArgumentParser, first_word, one_profile, positive_int,
-                                   positive_number)
-from msresnet.atomic import write_json
 from msresnet.training.callbacks import loss_value
-from msresnet.config import Config, parse_overrides
+from msresnet.config import Config
 from msresnet.training.factories import build_model, make_datasets, make_network, set_context
-from msresnet.run_config import build_run_config
 
 log = logging.getLogger("msresnet.experiments.lr_range")
 
@@ -157,42 +152,3 @@ def range_test(config: Config, *, lr_min: float = 1e-3, lr_max: float = 10.0, st
                   "diverge": diverge, "weight_decay": config.weight_decay,
                   "momentum": config.momentum, "label_smoothing": config.label_smoothing,
                   "valid_split": getattr(config, "valid_split", 0), "seed": config.seed})
-
-
-def _parser() -> ArgumentParser:
-    parser = ArgumentParser(
-        prog="msresnet lr-range",
-        usage="msresnet lr-range [PROFILE | --profile PROFILE_OR_YAML] [options] "
-              "[--KEY VALUE ...]",
-        description="Learning-rate range test on a profile's training step "
-                    "(config overrides as --KEY VALUE after the options).")
-    parser.add_argument("--profile", default=None, help="profile or YAML (default cpu); "
-                        "also the first word")
-    parser.add_argument("--lr_min", type=positive_number, default=1e-3)
-    parser.add_argument("--lr_max", type=positive_number, default=10.0)
-    parser.add_argument("--steps", type=positive_int, default=200)
-    parser.add_argument("--diverge", type=positive_number, default=4.0,
-                        help="stop once the smoothed loss is this many times its minimum")
-    parser.add_argument("--json", default=None, help="write the result here")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    word, argv = first_word(argv if argv is not None else sys.argv[1:])
-    args, rest = _parser().parse_known_args(argv)
-    profile = one_profile(word, args.profile, default="cpu")
-    rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
-    check_diverge(args.diverge)
-    config = build_run_config(profile, parse_overrides(rest))
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout)
-    ds.config.set_seed(config.seed)
-    result = range_test(config, lr_min=args.lr_min, lr_max=args.lr_max, steps=args.steps,
-                        diverge=args.diverge)
-    summary = {"steps": len(result.lr), "diverged": result.diverged,
-               "min_loss_lr": result.min_loss_lr, "steepest_lr": result.steepest_lr,
-               "seconds": result.seconds}
-    if args.json:
-        write_json(args.json, result.to_dict())
-        summary["json"] = args.json
-    print(json.dumps(summary))
-    return 0

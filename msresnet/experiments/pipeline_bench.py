@@ -28,7 +28,6 @@ The grids, and the command that recorded the book's figures, are in
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -39,7 +38,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from msresnet.command_line import ArgumentParser, positive_int
 from msresnet.cpu_speed import cpu_model
 
 RESULT_MARKER = "MSRESNET_PIPELINE_RESULT "
@@ -453,43 +451,3 @@ def check_data(batches: str, mindrecord_dir: str | None) -> None:
     check_folder(Path(batches))
     if mindrecord_dir is not None and not Path(mindrecord_dir).is_dir():
         raise PipelineBenchError(f"--mindrecord_dir: no such folder {mindrecord_dir}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="msresnet pipeline-bench",
-                                     description="Measure the CIFAR-10 pipeline, alone and in training.")
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="alone")
-    parser.add_argument("--data_dir", default=None,
-                        help="the data folder, chosen as for training: this option (from the "
-                             "working folder), else $MSRESNET_DATA_DIR, else the profiles' data")
-    parser.add_argument("--batches_dir", help=argparse.SUPPRESS)  # a worker's: resolved once
-    parser.add_argument("--mindrecord_dir", default=None,
-                        help="folder of cifar10_train.mindrecord (default: DATA_DIR/mindrecord)")
-    parser.add_argument("--repeat", type=positive_int, default=1, help="runs of each setting (median kept)")
-    parser.add_argument("--json", type=Path, default=None, help="write the report here")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.worker is not None:
-        setting = Setting(**json.loads(args.worker))
-        result = run_worker(setting, args.batches_dir, args.mindrecord_dir)
-        print(RESULT_MARKER + json.dumps(asdict(result)), flush=True)
-        return 0
-    if args.repeat < 1:
-        raise SystemExit(f"--repeat must be at least 1, got {args.repeat}")
-    batches = batches_dir(args.data_dir)
-    check_data(batches, args.mindrecord_dir)
-    report = run_grid(GRIDS[args.grid](), batches, args.mindrecord_dir, args.repeat, progress=True)
-    report["grid"] = args.grid
-    report["command"] = "msresnet pipeline-bench " + " ".join(
-        a for a in (argv if argv is not None else sys.argv[1:]))
-    print(format_table(report))
-    if args.json is not None:
-        from msresnet import atomic
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(args.json, report)
-        print(f"wrote {args.json}")
-    return 0

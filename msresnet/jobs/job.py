@@ -352,8 +352,8 @@ def check_mindspore_version(installed: str | None = None) -> str:
 
 
 def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
-    """Stage, prepare, train, upload: ``msresnet job``'s one library function (``plan``:
-    :func:`plan_job`'s, made here when not given). Returns the summary :func:`main`
+    """Stage, prepare, train, upload: the job itself (``plan``:
+    :func:`plan_job`'s, made here when not given). Returns the summary ``msresnet job``
     prints. The data is validated once, when the training opens it."""
     from msresnet.data.prepare import prepare_dataset
     from msresnet.run_config import build_run_config
@@ -395,12 +395,12 @@ def _upload_log(plan: JobPlan) -> None:
         log.warning("could not upload the final %s: %s", JOB_LOG, error)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: parse, plan, :func:`run`, print the summary. An error is
-    written to ``job.log`` with its traceback and raised: ``msresnet`` prints the one
-    line (:func:`msresnet.command_line.run`: exit 2 for a bad argument, config, data or store,
+def run_logged(args: JobArguments) -> dict[str, Any]:
+    """:func:`run`, logged to ``job.log`` in the output folder (uploaded once more, whole,
+    at the end): what ``msresnet job`` and the boot file run. An error is written to
+    ``job.log`` with its traceback and raised: ``msresnet`` prints the one line
+    (:func:`msresnet.command_line.run`: exit 2 for a bad argument, config, data or store,
     3 for anything the book does not raise on purpose)."""
-    args = parse_arguments(sys.argv[1:] if argv is None else list(argv))
     plan = plan_job(args)
     handlers = _setup_logging(plan.output_dir / JOB_LOG)
     try:
@@ -415,11 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for handler in handlers:
             logging.getLogger("msresnet").removeHandler(handler)
             handler.close()
-    print(json.dumps(summary))
-    return 0
+    return summary
 
 
 if __package__ in (None, ""):  # run as a file: the ModelArts boot file (not python -m)
     from msresnet.command_line import run as run_verb
 
-    sys.exit(run_verb(main, prog="msresnet job"))
+    # what msresnet job (msresnet.commands.job) does, without the command layer
+    sys.exit(run_verb(lambda argv: print(json.dumps(run_logged(parse_arguments(argv)))),
+                      prog="msresnet job"))

@@ -26,7 +26,6 @@ import subprocess
 import sys
 from types import TracebackType
 
-from msresnet.command_line import ArgumentParser
 
 #: Environment variables this server exports while it runs (values restored on stop).
 EXPORTED_VARIABLES = (
@@ -197,12 +196,3 @@ def serve(host: str) -> None:
     sys.stdout.flush()
     sys.stdin.read()  # blocks until the parent closes the pipe (or dies)
     server.stop()
-
-
-def main(argv: list[str]) -> int:
-    """Serve until standard input closes (:class:`LocalS3` starts this as its child)."""
-
-    parser = ArgumentParser(prog="msresnet local-s3", description=serve.__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    serve(parser.parse_args(argv).host)
-    return 0

@@ -35,7 +35,6 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Model
 
-from msresnet.command_line import ArgumentParser, count_or_null, positive_int
 from msresnet.atomic import write_csv, write_json
 from msresnet.text_table import format_table  # the chapters import it from here
 from msresnet.data.cifar10 import FOLDER_NAME, NUM_CLASSES, dataset_folder
@@ -433,52 +432,6 @@ def run_sweep(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] 
     return SweepOutcome(folder, evaluator, result, record, refused)
 
 
-def _parser() -> Any:
-    parser = ArgumentParser(prog="msresnet sweep",
-                                     description="Evaluate every checkpoint of a training run.")
-    parser.add_argument("run_dir", help="the run folder (holds config.yaml and the checkpoints)")
-    parser.add_argument("--data_dir", default=None,
-                        help="folder containing cifar-10-batches-bin (default: the run's own, "
-                             "from its config.yaml); another folder's tables are written "
-                             "beside the run's own, as sweep-<name>.csv and .json")
-    parser.add_argument("--eval_samples", type=count_or_null, default=None,
-                        help="first N images per checkpoint; null: all of the split")
-    parser.add_argument("--split", choices=("valid", "test"), default=None,
-                        help="choose on the run's held-out validation images or on the test "
-                             "set (default: what the run validated on)")
-    parser.add_argument("--batch_size", type=positive_int, default=None,
-                        help="evaluation batch size")
-    parser.add_argument("--no_promote", action="store_true",
-                        help="do not write best.ckpt/best.json")
-    parser.add_argument("--replace_best", action="store_true",
-                        help="replace best.ckpt/best.json even when they were selected on "
-                             "other images (they are kept as best.previous.*)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``msresnet sweep RUN_DIR [--data_dir DIR] [--eval_samples N|null] ...``: parse,
-    :func:`run_sweep`, print the table, the test's scores and, last, what ``best.json``
-    holds now. Exit status 1 when no checkpoint was scored."""
-    import json
-    import sys
-
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format="%(levelname)s %(name)s: %(message)s")
-    outcome = run_sweep(args.run_dir, args.data_dir, args.eval_samples, args.batch_size, args.split,
-                        promote=not args.no_promote, replace_best=args.replace_best)
-    print(format_table(outcome.result.rows()))
-    if outcome.test is not None:
-        print(json.dumps({role: outcome.test[role] for role in ("chosen", "last")}))
-    best = outcome.best
-    print(json.dumps({"best.json": {k: v for k, v in best.items() if k != "evaluated_on"}}
-                     if best else {"best.json": None}))
-    if outcome.refused is not None:
-        raise outcome.refused
-    return 0 if outcome.result.records else 1
-
-
 __all__ = ["SWEEP_CSV", "SWEEP_JSON", "SweepRecord", "SweepResult", "SweepOutcome",
            "CheckpointEvaluator", "run_sweep", "sweep", "test_chosen_and_last", "confusion_matrix", "per_class_accuracy",
-           "format_table", "main"]
+           "format_table"]
