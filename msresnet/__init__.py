@@ -90,10 +90,10 @@ module), and on a module this docstring does not name. The layers, first to last
 * ``commands``: the verbs' command lines, each a parser and a thin ``main`` over
   the library function its docstring names: ``prepare``, ``train``, ``sweep``,
   ``export``, ``predict``, ``doctor``, ``job``, ``sync``, ``reproduce``,
-  ``results_page``, ``lab``, ``convert_mindrecord``, ``bench``, ``pipeline_bench``,
-  ``ablation``, ``lr_range``, ``local_s3`` (one module per verb, named as the verb
-  with underscores). Two verbs keep a part below: ``msresnet launch`` lives whole in
-  ``jobs.launch`` (chapter 7 calls its ``main``), and the job's arguments are read by
+  ``launch``, ``results_page``, ``lab``, ``convert_mindrecord``, ``bench``,
+  ``pipeline_bench``, ``ablation``, ``lr_range``, ``local_s3`` (one module per verb,
+  named as the verb with underscores; chapter 7 calls ``launch``'s ``main`` for a
+  dry run). One verb keeps a part below: the job's arguments are read by
   ``jobs.job`` (the platform's contract: chapter 6 and the boot file read them
   there); and ``cli``, at the root: the ``msresnet`` dispatcher, the top floor,
   which no library module imports.
@@ -118,8 +118,8 @@ MINDSPORE_FREE_MODULES = frozenset({
     "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "experiments.onednn_trace", "chapters.helpers", "chapters.notebook", "chapters.reproduce",
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
-    "commands.prepare", "commands.predict", "commands.doctor", "commands.job", "commands.sync",
-    "commands.reproduce", "commands.results_page", "commands.lab", "commands.bench",
+    "commands.prepare", "commands.predict", "commands.doctor", "commands.launch", "commands.job",
+    "commands.sync", "commands.reproduce", "commands.results_page", "commands.lab", "commands.bench",
     "commands.pipeline_bench", "commands.ablation", "commands.local_s3",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""

@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("msresnet.commands.export", "a checkpoint to MINDIR, ONNX and INT8 ONNX"),
     "predict": ("msresnet.commands.predict", "the top-5 classes of pictures (checkpoint, MINDIR or ONNX)"),
     "doctor": ("msresnet.commands.doctor", "check this machine for a profile before a long run"),
-    "launch": ("msresnet.jobs.launch", "data-parallel training with msrun"),
+    "launch": ("msresnet.commands.launch", "data-parallel training with msrun"),
     "job": ("msresnet.commands.job", "a ModelArts-style training job: stage, train, upload"),
     "sync": ("msresnet.commands.sync", "copy from or to object storage, once per node"),
     "reproduce": ("msresnet.commands.reproduce", "run every chapter with papermill, write a report"),

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from msresnet import cli, command_line
+from msresnet.commands import launch as launch_command
 from msresnet.jobs import launch
 from msresnet.config import ConfigError, load_config
 from msresnet.run_config import build_run_config, for_devices, lr_rule
@@ -358,14 +359,15 @@ def test_the_device_count_rule_is_the_profiles_and_the_workers_apply_it():
 
 
 def test_the_launcher_prints_the_rate_and_has_no_second_way(capsys):
-    assert launch.main(["--workers", "1", "--profile", "gpu", "--output", "runs/g",
-                        "--dry-run"]) == 0
+    assert launch_command.main(["--workers", "1", "--profile", "gpu", "--output", "runs/g",
+                                "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith(
         "# lr_max 0.0125 for 1 device = 0.1 x 1/8 (gpu: lr_devices 8)\n")
-    assert launch.main(["--workers", "2", "--lr_devices", "2", "--dry-run"]) == 0
+    assert launch_command.main(["--workers", "2", "--lr_devices", "2", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("# lr_max 0.002 for 2 devices: smoke's own")
-    assert command_line.run(launch.main, ["--workers", "8", "--lr_reference_devices", "8", "--dry-run"],
-                   prog="msresnet launch") == 2
+    assert command_line.run(launch_command.main,
+                            ["--workers", "8", "--lr_reference_devices", "8", "--dry-run"],
+                            prog="msresnet launch") == 2
     assert "unknown key 'lr_reference_devices'" in capsys.readouterr().err
 
 

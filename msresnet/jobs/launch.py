@@ -33,12 +33,13 @@ What it adds to plain ``msrun``:
   its log; exit code 1 (2 for a bad command line or config).
 
 All logs (``scheduler.log``, ``worker_<rank>.log``, ``msrun.log``) go to
-``<output>/logs`` by default, next to the checkpoints that rank 0 writes.
+``<output>/logs`` by default, next to the checkpoints that rank 0 writes. The command
+line, ``msresnet launch``, is :mod:`msresnet.commands.launch`, a thin adapter over
+:func:`build_plan` and :func:`run`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
@@ -56,13 +57,12 @@ from typing import Any, TextIO
 import psutil
 
 from msresnet.atomic import write_text
-from msresnet.command_line import (DEBUG_VARIABLE, ArgumentParser, non_negative_int, positive_int,
-                          positive_number)
-from msresnet.config import Config, Overrides, parse_overrides
+from msresnet.command_line import DEBUG_VARIABLE
+from msresnet.config import Config, Overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
 from msresnet.jobs.worker_logs import describe_exit, log_tail
 from msresnet.jobs.ports import free_port, is_local_address, port_is_free, port_owner
-from msresnet.run_config import build_run_config, for_devices, lr_rule
+from msresnet.run_config import build_run_config, for_devices
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
@@ -434,60 +434,3 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
             if job.worker_log(rank).is_file()}
     return LaunchResult(plan=plan, seconds=round(time.monotonic() - started, 3),
                         log_dir=job.log_dir, worker_logs=logs)
-
-
-# --------------------------------------------------------------------------- CLI
-def _parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="msresnet launch",
-        description="Train data-parallel with msrun. Other --KEY VALUE options are Config "
-                    "fields passed to the training (e.g. --epoch_size 2 --batch_size 32).")
-    parser.add_argument("--workers", type=positive_int, required=True,
-                        help="worker processes in total (one per device)")
-    parser.add_argument("--profile", default="smoke", help="smoke, cpu, gpu, ascend or a YAML path")
-    parser.add_argument("--output_dir", help="where the run writes (default: the profile's)")
-    parser.add_argument("--master_port", type=int, help="scheduler port (default: a free one)")
-    parser.add_argument("--master_addr", default="127.0.0.1",
-                        help="scheduler address (the first node's IP for several nodes)")
-    parser.add_argument("--local_workers", type=positive_int,
-                        help="workers on this node (default: all; fewer for several nodes)")
-    parser.add_argument("--node_rank", type=non_negative_int, help="this node's index, 0 on the master")
-    parser.add_argument("--log_dir", help="where every process's log goes (default: OUTPUT/logs)")
-    parser.add_argument("--cluster_time_out", type=positive_int, default=DEFAULT_CLUSTER_TIME_OUT,
-                        help="seconds for all workers to register with the scheduler")
-    parser.add_argument("--timeout", type=positive_number, help="stop the job after this many seconds")
-    parser.add_argument("--rank_dump", action="store_true",
-                        help=f"each rank writes its data, losses and weights to OUTPUT/"
-                             f"{RANK_DUMP_FOLDER} ({DUMP_VARIABLE})")
-    parser.add_argument("--progress", action="store_true", help="rank 0 shows a progress bar")
-    parser.add_argument("--dry_run", dest="dry_run", action="store_true",
-                        help="check the config, print the command and exit (writes nothing)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: print the command, run it (unless --dry_run); 0 when every worker
-    finished. A bad config or command line, and a failed worker, raise
-    :class:`~msresnet.config.ConfigError` or :class:`LaunchError`: ``msresnet`` prints
-    the one line (:func:`msresnet.command_line.run`, exit 2)."""
-    parser = _parser()
-    args, rest = parser.parse_known_args(argv)
-    overrides = parse_overrides(rest)  # errors name the command line
-    plan = build_plan(args.workers, args.profile, overrides, args.output_dir,
-                      master_port=args.master_port, master_addr=args.master_addr,
-                      local_workers=args.local_workers, node_rank=args.node_rank,
-                      log_dir=args.log_dir, cluster_time_out=args.cluster_time_out,
-                      rank_dump=args.rank_dump, progress=args.progress)
-    print(f"# {lr_rule(plan.config, plan.workers)}")
-    print(plan.describe_config())
-    print(plan.shell(), flush=True)
-    if args.dry_run:
-        return 0
-    try:
-        result = run(plan, timeout=args.timeout, echo=sys.stdout)
-    except LaunchError as error:  # the failed rank's last lines, then the one-line error
-        if error.tail:
-            print(f"--- last lines of {error.log} ---", *error.tail, sep="\n", file=sys.stderr)
-        raise LaunchError(error.summary, rank=error.rank, exit_code=error.exit_code) from None
-    print(f"done in {result.seconds:.0f} s; logs of every rank in {plan.log_dir}")
-    return 0
