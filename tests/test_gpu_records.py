@@ -444,3 +444,57 @@ def test_the_kernels_compiled_ahead_started_at_once():
     page = " ".join(PAGE.split())
     assert said and f"had its result {said.group(1)} s after `set_device`" in page
     assert float(said.group(1)) < 10
+
+
+ABLATION = GPU / "h100-2026-12-06-ablation"
+
+
+def test_the_ablation_table_is_the_records_and_no_lever_beats_two_seeds():
+    """The GPU plan's rows as recorded, in the page's table in the plan's order; the
+    page's reading of them (every lever inside the two seeds' spread) is the records'."""
+    from msresnet.experiments import ablation
+
+    rows = ablation.read_rows(plan=ablation.GPU)
+    by_name = {r["row"]: r for r in rows}
+    assert list(by_name)[:2] == ["recipe", "flip-tta"] and "seed-2" in by_name
+    table = MEASURED[MEASURED.index("{list-table} The short-run ablation"):]
+    table = table[:table.index("```")]
+    quoted = [f"`{r['row']}`" for r in rows]
+    assert [table.index(q) for q in quoted] == sorted(table.index(q) for q in quoted)
+    for r in rows:
+        cells = [f"{100 * r['valid']['top1']:.2f} %", f"{100 * r['test']['top1']:.2f} %"]
+        cells.append(f"{r['train_seconds']:.1f} s" if r["scores"] == "last" else "(none)")
+        assert " - ".join(cells) in table, (r["row"], cells)
+        assert r["short"] == dict(ablation.GPU.short) and r["command"].startswith(
+            "msresnet train gpu-fast --output_dir runs/ablation-gpu/")
+    noise = ablation.noise_floor(rows)
+    assert f"differ by {100 * noise:.2f} points on the held-out images" in MEASURED
+    base = by_name["recipe"]["valid"]["top1"]
+    for name in by_name.keys() - set(ablation.SEED_ROWS):
+        delta = by_name[name]["valid"]["top1"] - base
+        assert abs(delta) < noise, name  # what "inside that spread" says
+        assert f"{100 * delta:+.2f}" in MEASURED, name
+    flip = by_name["flip-tta"]["test"]["top1"] - by_name["recipe"]["test"]["top1"]
+    assert f"({100 * flip:+.2f} on the test set)" in MEASURED
+    slower = by_name["size-40"]["train_seconds"] / by_name["recipe"]["train_seconds"]
+    assert f"for {slower:.2f} times the time" in MEASURED
+    missing = [row.name for row in ablation.GPU_ROWS if row.name not in by_name]
+    assert len(missing) == 3 and "other three rows" in MEASURED  # named on the page
+    assert {r["row"]: r["images_per_second"] for r in rows}["recipe"] > 7500  # gpu-fast's step
+
+
+def test_mindspores_step_is_above_six_tenths_of_pytorchs_on_the_same_card():
+    """Issue 42's speed goal, measured on one card: float16 BatchNorm's step against
+    PyTorch's channels_last step, both timed by the same chain."""
+    torch = {r["layout"]: r["images_per_s"] for r in _json(ABLATION / "pytorch.json")["results"]}
+    levers = {lv["name"]: lv["result"]["images_per_second"]
+              for lv in _json(ABLATION / "levers.json")}
+    gpu = _json(ABLATION / "pytorch.json")["gpu"]
+    assert gpu in (ABLATION / "machine.txt").read_text()
+    ratio = levers["bn16"] / torch["channels_last"]
+    assert ratio >= 0.6
+    assert f"PyTorch's step ran at {torch['NCHW']:.1f} images/s in NCHW and " \
+           f"{torch['channels_last']:.1f} in channels_last" in MEASURED
+    assert f"{levers['base']:,.2f} with its defaults and {levers['bn16']:,.1f} with float16 " \
+           f"BatchNorm: {ratio:.2f}x of PyTorch's channels_last step and " \
+           f"{levers['bn16'] / torch['NCHW']:.2f}x of its NCHW step" in MEASURED
