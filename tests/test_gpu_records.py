@@ -493,6 +493,9 @@ def test_mindspores_step_is_above_six_tenths_of_pytorchs_on_the_same_card():
     assert gpu in (ABLATION / "machine.txt").read_text()
     ratio = levers["bn16"] / torch["channels_last"]
     assert ratio >= 0.6
+    for path in ("book/intro.md", "README.md"):  # one story
+        text = " ".join((REPO / path).read_text().split())
+        assert f"at {ratio:.2f}x PyTorch's channels_last step" in text, path
     assert f"PyTorch's step ran at {torch['NCHW']:.1f} images/s in NCHW and " \
            f"{torch['channels_last']:.1f} in channels_last" in MEASURED
     assert f"{levers['base']:,.2f} with its defaults and {levers['bn16']:,.1f} with float16 " \
