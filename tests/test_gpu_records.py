@@ -475,7 +475,7 @@ def test_the_ablation_table_is_the_records_and_no_lever_beats_two_seeds():
         assert abs(delta) < noise, name  # what "inside that spread" says
         assert f"{100 * delta:+.2f}" in MEASURED, name
     flip = by_name["flip-tta"]["test"]["top1"] - by_name["recipe"]["test"]["top1"]
-    assert f"({100 * flip:+.2f} on the test set)" in MEASURED
+    assert f"; {100 * flip:+.2f} on the test set)" in MEASURED
     slower = by_name["size-40"]["train_seconds"] / by_name["recipe"]["train_seconds"]
     assert f"for {slower:.2f} times the time" in MEASURED
     missing = [row.name for row in ablation.GPU_ROWS if row.name not in by_name]
