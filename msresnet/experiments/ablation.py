@@ -1,30 +1,36 @@
-"""The budget ablation: one short, recorded run per trick, against the ``cpu`` recipe.
+"""The budget ablations: one short, recorded run per trick, against a profile's recipe.
 
-Each row of :data:`ROWS` changes one thing in the ``cpu`` profile and trains the
-*short* version of it (:data:`SHORT`: 3 epochs of 4,800 of the 45,000 training
-images, the same one-epoch warmup and linear decay to zero, about 5 minutes on
-2 cores), validated once at the end on the 5,000 held-out images; the test set
-(its first 5,000 images) scores the same last checkpoint. Two rows train
-nothing: they score the ``recipe`` run's checkpoint differently (flip test-time
-augmentation, :mod:`msresnet.model.tta`; the weight average the run kept,
-:mod:`msresnet.training.ema`). The ``seed-2`` and ``seed-3`` rows are the noise floor:
-the same recipe with other seeds (weights, shuffles and the held-out images all
-change), so a difference smaller than the spread of the three seeds is not
-evidence of anything.
+A :class:`Plan` names the profile, what makes a row short, its rows and where runs
+and records go. There are two:
 
-Why short runs? Twelve 30-minute runs do not fit a working day on this machine;
-what a trick does in 3 short epochs is a hint for the 3 full ones, not proof,
-and the chapter says so beside the table.
+* :data:`CPU`, chapter 10's: each row changes one thing in the ``cpu`` profile and
+  trains 3 epochs of 4,800 of the 45,000 training images (the same one-epoch warmup
+  and linear decay to zero, about 5 minutes on 2 cores), validated once at the end
+  on the 5,000 held-out images; the test set (its first 5,000 images) scores the
+  same last checkpoint. Two rows train nothing: they score the ``recipe`` run's
+  checkpoint differently (flip test-time augmentation, :mod:`msresnet.model.tta`;
+  the weight average the run kept, :mod:`msresnet.training.ema`).
+* :data:`GPU`, the GPU page's: 20 of ``gpu-fast``'s epochs per row (about 2 minutes
+  on one H100), validated every epoch, the test set scoring the last checkpoint
+  once; its rows ran alone on one card, so their seconds compare.
 
-Commands (from the repository root)::
+The ``seed-N`` rows are the noise floor: the same recipe with other seeds (weights,
+shuffles and the held-out images all change), so a difference smaller than their
+spread is not evidence of anything. Short runs because full ones do not fit: what a
+trick does in a short run is a hint for the full one, not proof, and the pages say
+so beside their tables.
 
-    msresnet ablation run            # train and record every missing row
-    msresnet ablation run nesterov   # one row
-    msresnet ablation table          # the table, from the records
+Commands (from the repository root; ``msresnet.commands.ablation``)::
 
-A row's run goes to ``runs/ablation/<row>`` (checkpoints, not committed) and its
-record to ``results/budget/ablation/<row>/`` (``row.json`` with the command,
-scores and speed; ``history.json``, ``config.yaml`` and ``train.log`` of the run).
+    msresnet ablation run                      # train and record every missing cpu row
+    msresnet ablation run nesterov             # one row
+    msresnet ablation run --profile gpu-fast   # the GPU plan
+    msresnet ablation table [--profile gpu-fast]
+
+A row's run goes to ``runs/ablation/<row>`` (``runs/ablation-gpu/``; checkpoints,
+not committed) and its record to ``results/budget/ablation/<row>/``
+(``results/gpu/ablation/``): ``row.json`` with the command, scores and speed, and a
+training row's ``history.json``, ``config.yaml``, ``train.log`` and ``test.json``.
 """
 
 from __future__ import annotations
