@@ -14,13 +14,23 @@ JB := $(VENV)/bin/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(wildcard book/*.ipynb)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-# Where CIFAR-10 comes from. `auto`: this project's machines and CI have a local
-# mirror of the archive next to the checkout (msresnet.paths.LOCAL_MIRROR, with its
-# own checksum), used when it exists; everyone else downloads the official archive
-# (checked against the official MD5). prepare prints which one it took.
+# Where CIFAR-10 comes from. `auto`: the local mirror of the archive that
+# MSRESNET_LOCAL_MIRROR names (msresnet.paths.local_mirror, checked against the
+# mirror's own MD5), when it is set; the official archive (checked against the
+# official MD5) when it is not. prepare prints which one it took.
 # Override: make data CIFAR10_SOURCE=official|URL|path CIFAR10_MD5=...
 CIFAR10_SOURCE ?= auto
 CIFAR10_MD5 ?=
+# The local mirror, set here and not in the library: this project's machines and CI
+# keep it next to the checkout (../shared/data/ from the repository root), used when
+# that file exists; elsewhere it is empty and auto downloads. MSRESNET_LOCAL_MIRROR
+# in the environment (even empty) wins over that default; make data LOCAL_MIRROR=path
+# names another copy (a missing one is an error, exit 2), and LOCAL_MIRROR= turns it
+# off. Exported, absolute, to every recipe (prepare, the tests, nbval, the chapters,
+# lab, reproduce).
+LOCAL_MIRROR ?= $(if $(filter environment,$(origin MSRESNET_LOCAL_MIRROR)),$(MSRESNET_LOCAL_MIRROR),\
+  $(wildcard $(CURDIR)/../shared/data/cifar-10-binary.tar.gz))
+export MSRESNET_LOCAL_MIRROR := $(if $(strip $(LOCAL_MIRROR)),$(abspath $(LOCAL_MIRROR)),)
 
 .PHONY: nbval-data-check venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
 

@@ -20,7 +20,7 @@ that imports MindSpore at import time (directly or through another ``msresnet``
 module), and on a module this docstring does not name. The layers, first to last:
 
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
-  are, the local mirror), ``atomic`` (crash-safe file writes), ``spelling`` (the one
+  are, the local mirror's variable), ``atomic`` (crash-safe file writes), ``spelling`` (the one
   "did you mean" hint), ``text_table`` (the one plain-text table),
   ``command_line`` (what every verb shares: the one option spelling, ``--profile``
   for a profile, the argument types, the one-line errors);

@@ -1,7 +1,8 @@
 """The one rule for tests that need something the checkout may lack: skip locally, fail in CI.
 
 A test that needs the prepared CIFAR-10 folder, this project's local mirror of the
-archive or a chapter notebook skips, naming the missing thing, on a reader's
+archive (the file ``MSRESNET_LOCAL_MIRROR`` names, which the ``Makefile`` sets where
+there is one) or a chapter notebook skips, naming the missing thing, on a reader's
 machine that lacks it. Under ``CI=true`` (what CI services set, and what
 ``make test`` runs under there) the test command provides all of them, so a
 missing one is a failure that names it: a folder that was not prepared or a
@@ -26,7 +27,7 @@ from typing import NoReturn
 import pytest
 
 from msresnet.data.cifar10 import FOLDER_NAME, REQUIRED_FILES
-from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, REPO_ROOT
+from msresnet.paths import DATA_ROOT, LOCAL_MIRROR_VARIABLE, REPO_ROOT, local_mirror
 
 CI_VARIABLE = "CI"
 CI_VALUES = ("true", "1")
@@ -42,9 +43,9 @@ def under_ci() -> bool:
     return os.environ.get(CI_VARIABLE, "").strip().lower() in CI_VALUES
 
 
-def missing(what: str, path: Path) -> NoReturn:
+def missing(what: str, path: Path | str, problem: str = "is missing") -> NoReturn:
     """Skip the test (``path``, needed for ``what``, is missing), or fail it under CI."""
-    message = f"{what}: {path} is missing"
+    message = f"{what}: {path} {problem}"
     if under_ci():
         pytest.fail(f"{message} ({CI_VARIABLE}={os.environ[CI_VARIABLE]}: the test command "
                     "provides it, so this is an error, not a skip)", pytrace=False)
@@ -63,6 +64,15 @@ def require_data() -> Path:
     """The prepared CIFAR-10 folder (``data/cifar-10-batches-bin``), every file of it required."""
     require(*DATA_FILES, what=DATA_WHAT)
     return DATA_DIR
+
+
+def require_mirror() -> Path:
+    """The local mirror (:func:`msresnet.paths.local_mirror`), required: the variable unset
+    or empty, or the file it names missing, is a skip locally, a failure under CI."""
+    mirror = local_mirror()
+    if mirror is None:
+        missing(MIRROR_WHAT, LOCAL_MIRROR_VARIABLE, "is not set")
+    return require(mirror, what=MIRROR_WHAT)
 
 
 def chapter(name: str) -> Path:
@@ -84,7 +94,9 @@ def needs_chapter(name: str) -> pytest.MarkDecorator:
 DATA_FILES = tuple(DATA_DIR / name for name in REQUIRED_FILES)
 DATA_WHAT = "CIFAR-10 prepared (run `make data`)"
 needs_data = needs(*DATA_FILES, what=DATA_WHAT)
-needs_mirror = needs(LOCAL_MIRROR, what="this project's local CIFAR-10 mirror (msresnet.paths)")
+MIRROR_WHAT = f"this project's local CIFAR-10 mirror (make sets {LOCAL_MIRROR_VARIABLE})"
+needs_mirror = getattr(pytest.mark, MARKER)(mirror=True, what=MIRROR_WHAT)
+"""A marker: the test needs the local mirror (:func:`require_mirror`, read at setup)."""
 
 
 def after_nbval(variable: str, folder: Path) -> pytest.MarkDecorator:
@@ -97,8 +109,9 @@ def after_nbval(variable: str, folder: Path) -> pytest.MarkDecorator:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{MARKER}(*paths, what): the test needs these files "
-                            "(tests/prerequisites.py: skipped without them, failed under CI=true)")
+    config.addinivalue_line("markers", f"{MARKER}(*paths, what, mirror=False): the test needs "
+                            "these files, or the local mirror (tests/prerequisites.py: skipped "
+                            "without them, failed under CI=true)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -106,7 +119,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Check every ``needs`` marker before the test's fixtures run (a module-scoped fixture
     that would read the data is not started)."""
     for mark in item.iter_markers(MARKER):
-        require(*mark.args, what=mark.kwargs["what"])
+        if mark.kwargs.get("mirror"):
+            require_mirror()
+        else:
+            require(*mark.args, what=mark.kwargs["what"])
 
 
 NBVAL_NOTEBOOKS_VARIABLE = "MSRESNET_NBVAL_NOTEBOOKS"

@@ -25,14 +25,13 @@ from msresnet.data import prepare as preparation
 from msresnet.data import prepare as prepare_cli
 from msresnet.data.cifar10 import FOLDER_NAME, DatasetError, validate
 from msresnet.data.prepare import MARKER_NAME, prepare_dataset
-from msresnet.paths import LOCAL_MIRROR as MIRROR
 from msresnet.paths import LOCAL_MIRROR_MD5 as MIRROR_MD5
-from msresnet.paths import REPO_ROOT
+from msresnet.paths import LOCAL_MIRROR_VARIABLE, REPO_ROOT, local_mirror
 
 from fake_cifar10 import (COUNTS, contents, fake_files, leftovers, write_archive,
                           write_folder)
 from fake_cifar10 import any_record_count, archive, root  # noqa: F401 - fixtures
-from prerequisites import needs_mirror  # skipped without it; CI=true: failed
+from prerequisites import needs_mirror, require_mirror  # skipped without it; CI=true: failed
 
 
 def cli_main(argv):
@@ -376,11 +375,12 @@ def test_cli_source_auto_takes_the_local_mirror_when_it_exists(
         archive: Path, root: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     md5 = hashlib.md5(archive.read_bytes()).hexdigest()
-    monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR", archive)
+    monkeypatch.setenv(LOCAL_MIRROR_VARIABLE, str(archive))
     monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR_MD5", md5)
     assert cli_main(["--source", "auto", "--root", str(root), "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"--source auto: the local mirror {archive} exists; using it"
+    assert lines[0] == (f"--source auto: the local mirror {archive} ({LOCAL_MIRROR_VARIABLE});"
+                        " using it")
     assert lines[1] == f"source:   {os.path.relpath(archive)}"
     assert lines[2] == f"checksum: md5 {md5} verified (given by caller)"
     # a wrong mirror checksum is caught: auto passes the mirror's MD5 on
@@ -388,24 +388,53 @@ def test_cli_source_auto_takes_the_local_mirror_when_it_exists(
     assert cli_main(["--source", "auto", "--root", str(root / "again"), "--quiet"]) == 2
 
 
-def test_source_auto_without_the_mirror_is_the_official_archive(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(prepare_cli, "LOCAL_MIRROR", tmp_path / "absent.tar.gz")
+@pytest.mark.parametrize("value", [None, "", "  "])
+def test_source_auto_without_the_variable_is_the_official_archive(
+        value: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if value is None:
+        monkeypatch.delenv(LOCAL_MIRROR_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(LOCAL_MIRROR_VARIABLE, value)
+    assert local_mirror() is None
     source, md5, note = prepare_cli.resolve_source("auto", None)
     assert (source, md5) == (cifar10.OFFICIAL_URL, None)  # prepare_dataset checks the official MD5
-    assert note == (f"--source auto: no local mirror at {tmp_path / 'absent.tar.gz'};"
+    assert note == (f"--source auto: {LOCAL_MIRROR_VARIABLE} is not set (no local mirror);"
                     " using the official archive")
     assert prepare_cli.resolve_source("official", None) == (cifar10.OFFICIAL_URL, None, None)
     assert prepare_cli.resolve_source("x.tar.gz", "ab") == ("x.tar.gz", "ab", None)
 
 
+def test_source_auto_refuses_a_variable_naming_a_missing_file(
+        tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad input is refused in one line naming the variable and the path, exit status 2:
+    no download of another archive in its place."""
+    absent = tmp_path / "absent.tar.gz"
+    monkeypatch.setenv(LOCAL_MIRROR_VARIABLE, str(absent))
+    monkeypatch.delenv("MSRESNET_DEBUG", raising=False)
+    assert cli_main(["--source", "auto", "--root", str(root), "--quiet"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"msresnet prepare: error: --source auto: {LOCAL_MIRROR_VARIABLE}={absent}: no such file")
+    assert not root.exists()
+    monkeypatch.setenv(LOCAL_MIRROR_VARIABLE, str(tmp_path))  # a folder is not the archive
+    with pytest.raises(DatasetError, match=f"{LOCAL_MIRROR_VARIABLE}={tmp_path}: no such file"):
+        prepare_cli.resolve_source("auto", None)
+
+
 def test_the_local_mirror_is_named_in_one_place() -> None:
-    """The Makefile, the tests and the chapters' cells take the mirror from
-    msresnet.paths, not a copy (stored outputs may show it: they print records)."""
+    """The Makefile names the mirror's location and exports it as MSRESNET_LOCAL_MIRROR;
+    the library names no location (only the mirror's MD5), and the chapters' cells take
+    it from msresnet.paths.local_mirror, not a copy (stored outputs may show it: they
+    print records)."""
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert MIRROR.name not in makefile and MIRROR_MD5 not in makefile
+    folder = "shared/data"
+    assert makefile.count(f"{folder}/cifar-10-binary.tar.gz") == 1 and MIRROR_MD5 not in makefile
+    assert f"export {LOCAL_MIRROR_VARIABLE} :=" in makefile
     assert "--source $(CIFAR10_SOURCE)" in makefile and "CIFAR10_SOURCE ?= auto" in makefile
-    folder = str(MIRROR.parent.relative_to(REPO_ROOT.parent))  # shared/data
+    for module in (REPO_ROOT / "msresnet").rglob("*.py"):
+        assert folder not in module.read_text(), f"{module} names the mirror's location"
     chapters = sorted(REPO_ROOT.glob("notebooks/*.ipynb"))
     for path in chapters + [REPO_ROOT / "book" / "troubleshooting.ipynb"]:
         for index, cell in enumerate(json.loads(path.read_text())["cells"]):
@@ -416,13 +445,14 @@ def test_the_local_mirror_is_named_in_one_place() -> None:
 
 @needs_mirror
 def test_cli_on_the_local_mirror(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "msresnet", "prepare", "--source", str(MIRROR),
+    mirror = require_mirror()
+    command = [sys.executable, "-m", "msresnet", "prepare", "--source", str(mirror),
                "--root", str(tmp_path), "--md5", MIRROR_MD5, "--quiet"]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == [
-        f"source:   {MIRROR}",
+        f"source:   {mirror}",
         f"checksum: md5 {MIRROR_MD5} verified (given by caller)",
         f"folder:   {tmp_path / FOLDER_NAME} (50000 train + 10000 test records)",
         first.stdout.splitlines()[3],
@@ -434,7 +464,7 @@ def test_cli_on_the_local_mirror(tmp_path: Path) -> None:
 
 @needs_mirror
 def test_prepare_on_the_local_mirror(tmp_path: Path) -> None:
-    folder = prepare_dataset(MIRROR, tmp_path, md5=MIRROR_MD5, progress=False).folder
+    folder = prepare_dataset(require_mirror(), tmp_path, md5=MIRROR_MD5, progress=False).folder
     counts = validate(folder)
     assert cifar10.split_counts(counts) == (50_000, 10_000)
     assert all(count == 10_000 for count in counts.values())

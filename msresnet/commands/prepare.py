@@ -34,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Download (or take) the CIFAR-10 binary archive, check it and extract it safely.")
     parser.add_argument("--source", default=OFFICIAL_URL,
                         help="an http(s) URL, a local .tar.gz, an extracted folder, 'official',"
-                             " 'mindspore', or 'auto' (the local mirror if it exists, else"
-                             f" official; default: {OFFICIAL_URL}; mindspore = {MINDSPORE_MIRROR_URL})")
+                             " 'mindspore', or 'auto' (the archive $MSRESNET_LOCAL_MIRROR names if"
+                             f" set, else official; default: {OFFICIAL_URL}; mindspore = {MINDSPORE_MIRROR_URL})")
     parser.add_argument("--root", default=str(DATA_ROOT),
                         help="folder that will contain cifar-10-batches-bin (default: %(default)s)")
     parser.add_argument("--md5", type=_md5, default=None,

@@ -13,13 +13,15 @@ The format and its facts are :mod:`msresnet.data.cifar10`.
 The command line, ``msresnet prepare`` (:mod:`msresnet.commands.prepare`)::
 
     msresnet prepare                                   # official URL into data/
-    msresnet prepare --source auto                     # local mirror if present
+    msresnet prepare --source auto                     # $MSRESNET_LOCAL_MIRROR if set
     msresnet prepare --source mindspore                # MindSpore's mirror
     msresnet prepare --source path/to/cifar-10-binary.tar.gz --md5 HEX --root data
 
-``--source auto`` (what ``make data`` runs) takes this project's local mirror of the
-archive, :data:`msresnet.paths.LOCAL_MIRROR` with its own MD5, when it exists, and
-the official archive otherwise, and says which one it took. It prints what it did
+``--source auto`` (what ``make data`` runs) takes the local mirror of the archive that
+the environment variable ``MSRESNET_LOCAL_MIRROR`` names
+(:func:`msresnet.paths.local_mirror`; the ``Makefile`` sets it), checked against the
+mirror's own MD5, when it is set, and the official archive when it is not, and says
+which one it took; set to a file that does not exist, it is refused. It prints what it did
 (source, checksum used, folder, seconds) and, on a problem, one clear line and exit
 status 2 instead of a stack trace (``--debug`` shows it), because it is meant for
 shell scripts and CI.
@@ -48,7 +50,7 @@ from msresnet.data.cifar10 import (FOLDER_NAME, KNOWN_MD5, MINDSPORE_MIRROR_URL,
                                    OPTIONAL_FILES, REQUIRED_FILES, DatasetError, dataset_folder,
                                    split_counts, validate)
 from msresnet.data.download import ChecksumError, download, md5sum
-from msresnet.paths import DATA_ROOT, LOCAL_MIRROR, LOCAL_MIRROR_MD5
+from msresnet.paths import DATA_ROOT, LOCAL_MIRROR_MD5, LOCAL_MIRROR_VARIABLE, local_mirror
 
 log = logging.getLogger(__name__)
 
@@ -436,13 +438,21 @@ AUTO = "auto"
 
 def resolve_source(source: str, md5: str | None) -> tuple[str, str | None, str | None]:
     """``(source, md5, note)`` for a ``--source`` value: aliases expanded, and ``auto``
-    turned into the local mirror (path relative to the current folder, its MD5 unless
-    ``md5`` is given) when it exists, else the official URL. ``note`` says what
-    ``auto`` chose (None for any other source)."""
+    turned into the local mirror that ``MSRESNET_LOCAL_MIRROR`` names
+    (:func:`msresnet.paths.local_mirror`; path relative to the current folder, its MD5
+    unless ``md5`` is given) when the variable is set, else the official URL. ``note``
+    says what ``auto`` chose (None for any other source). The variable set to a path
+    that is not a file is bad input, not a reason to download something else:
+    :class:`DatasetError` naming the variable and the path."""
     if source != AUTO:
         return SOURCE_ALIASES.get(source, source), md5, None
-    if LOCAL_MIRROR.is_file():
-        return (os.path.relpath(LOCAL_MIRROR), md5 or LOCAL_MIRROR_MD5,
-                f"--source auto: the local mirror {LOCAL_MIRROR} exists; using it")
-    return (OFFICIAL_URL, md5,
-            f"--source auto: no local mirror at {LOCAL_MIRROR}; using the official archive")
+    mirror = local_mirror()
+    if mirror is None:
+        return (OFFICIAL_URL, md5, f"--source auto: {LOCAL_MIRROR_VARIABLE} is not set"
+                " (no local mirror); using the official archive")
+    if not mirror.is_file():
+        raise DatasetError(f"--source auto: {LOCAL_MIRROR_VARIABLE}={mirror}: no such file"
+                           " (the local mirror); name the archive, or unset the variable"
+                           " for the official one")
+    return (os.path.relpath(mirror), md5 or LOCAL_MIRROR_MD5,
+            f"--source auto: the local mirror {mirror} ({LOCAL_MIRROR_VARIABLE}); using it")
