@@ -38,12 +38,11 @@ module), and on a module this docstring does not name. The layers, first to last
   schedules, numpy only), ``architecture`` (ResNet50's stages, widths and
   BatchNorm settings as plain numbers, which the PyTorch twin reads too), ``losses``, ``flops``, ``resnet`` (ResNet50), ``nesterov``
   (Nesterov momentum that the CPU honours), ``tta`` (flip test-time augmentation);
-* ``config``, at the root: the profiles, their overrides and checks (it reads the
-  schedule names of ``model.lr_schedule`` and CIFAR-10's facts of ``data.cifar10``);
-  beside it ``config_rules`` (what each kind of value must be), ``config_table``
-  (the profiles side by side) and ``run_config`` (a run's Config built in one
-  place: profile, overrides, the data folder's rule, the device-count rule; read
-  back from a run folder);
+* ``config``: ``profile`` (the profiles, their overrides and checks; it reads the
+  schedule names of ``model.lr_schedule`` and CIFAR-10's facts of ``data.cifar10``),
+  ``rules`` (what each kind of value must be), ``table`` (the profiles side by side)
+  and ``run`` (a run's Config built in one place: profile, overrides, the data
+  folder's rule, the device-count rule; read back from a run folder);
 * ``training``: ``distributed`` (rank and group size), ``device`` (what the device
   target decides: data sink, mixed precision, whose Nesterov kernel), ``checkpoints``,
   ``selection`` (``best.json``, the choice rule, the same-images rule, the chosen
@@ -104,8 +103,8 @@ from msresnet.cpu_speed import apply_fast_isa
 CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
-    "cpu_speed", "paths", "atomic", "command_line", "cli", "config", "config_rules", "config_table",
-    "run_config", "model.lr_schedule", "model.architecture",
+    "cpu_speed", "paths", "atomic", "command_line", "cli", "config.profile", "config.rules",
+    "config.table", "config.run", "model.lr_schedule", "model.architecture",
     "spelling", "text_table", "data.download", "data.cifar10", "data.prepare", "data.splits",
     "data.identity", "data.source",
     "data.images", "training.distributed", "training.device",

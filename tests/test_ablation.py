@@ -12,7 +12,7 @@ import shlex
 import pytest
 
 from msresnet.experiments import ablation as ab
-from msresnet.config import load_config
+from msresnet.config.profile import load_config
 from msresnet.commands import ablation as ablation_command
 from msresnet.commands.train import parse_args
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from msresnet import command_line
-from msresnet.config import ConfigError
+from msresnet.config.profile import ConfigError
 
 
 def failing(error: BaseException):

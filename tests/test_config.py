@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from msresnet.config import (FIELDS, PROFILES, Config, ConfigError, load_config,
+from msresnet.config.profile import (FIELDS, PROFILES, Config, ConfigError, load_config,
                              parse_overrides)
-from msresnet.config_table import markdown_table, profiles_table
-from msresnet.run_config import for_devices, lr_rule
+from msresnet.config.table import markdown_table, profiles_table
+from msresnet.config.run import for_devices, lr_rule
 from msresnet.paths import CONFIG_DIR
 
 
@@ -393,7 +393,7 @@ def test_zero_init_residual_in_every_profile_and_a_file(tmp_path):
 
 # ----------------------------------------------------------------- checked once, frozen
 def _count_checks(monkeypatch) -> list[int]:
-    from msresnet import config as config_module
+    from msresnet.config import profile as config_module
 
     calls: list[int] = []
     real = config_module._check_values
@@ -447,7 +447,7 @@ def test_sources_name_where_a_changed_value_came_from():
 # ----------------------------------------------------------------- one null vocabulary
 @pytest.mark.parametrize("word", ["null", "none", "~", "None", "NULL", " Null "])
 def test_null_words_from_the_command_line(word):
-    from msresnet.config import NULL_WORDS, is_null_word
+    from msresnet.config.profile import NULL_WORDS, is_null_word
 
     assert is_null_word(word) and word.strip().lower() in NULL_WORDS
     parsed = parse_overrides(["--train_samples", word, f"--resume_from={word}"])

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from msresnet.config import load_config
+from msresnet.config.profile import load_config
 from msresnet.data import cifar10, identity, source, splits
 from msresnet.data.source import (DataSource, check_folder, open_data_source, resolve_data_dir,
                                   same_data_dir)
@@ -110,9 +110,9 @@ def test_the_source_is_made_by_one_function():
 
 def test_with_data_dir_keeps_the_runs_own_folder_and_makes_another_absolute(tmp_path, monkeypatch):
     """Issue 43: sweep and export take a data folder given for a recorded run through one
-    rule (run_config.with_data_dir), absolute like every run's."""
-    from msresnet.config import load_config
-    from msresnet.run_config import with_data_dir
+    rule (config.run.with_data_dir), absolute like every run's."""
+    from msresnet.config.profile import load_config
+    from msresnet.config.run import with_data_dir
 
     data, copy = tmp_path / "data", tmp_path / "copy"
     for folder in (data, copy):

@@ -13,7 +13,7 @@ import pytest
 
 from msresnet import cli
 from msresnet.commands import doctor as doctor_command
-from msresnet.config import load_config
+from msresnet.config.profile import load_config
 from msresnet.doctor import checks, command, hardware, software, speed
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from mindspore import nn
 from mindspore.common.initializer import Normal
 
 from msresnet.training import checkpoints as ck
-from msresnet.config import ConfigError, load_config
+from msresnet.config.profile import ConfigError, load_config
 from msresnet.training.ema import EMA_PREFIX, WeightAverage, decay_at
 from msresnet.training.sweep import CheckpointEvaluator
 from msresnet.model.tta import FlipAverage

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from msresnet.config import load_config
+from msresnet.config.profile import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "results" / "gpu"
@@ -307,7 +307,7 @@ def test_the_fast_recipe_does_about_a_third_of_the_profiles_arithmetic():
     image' of the gpu profile's, counted on the two networks at their two sizes."""
     import msresnet  # noqa: F401  (the CPU setting before MindSpore)
     from msresnet.model.flops import count_macs
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
     from msresnet.training.factories import make_network
 
     gpu, fast = build_run_config("gpu"), build_run_config(str(GPU / "fast.yaml"))

@@ -191,7 +191,7 @@ def test_the_twin_reads_the_networks_numbers_and_the_recipe_from_msresnet():
                    ("msresnet.model.architecture", "BN_EPS"),
                    ("msresnet.data.splits", "hold_out"),
                    ("msresnet.model.lr_schedule", "lr_for_config"),
-                   ("msresnet.config", "load_config")]:
+                   ("msresnet.config.profile", "load_config")]:
         assert wanted in imported, wanted
     numbers = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)]
     assert 1e-4 not in numbers and 0.01 not in numbers  # no copied BatchNorm eps or sigma
@@ -203,7 +203,7 @@ def test_the_twin_reads_the_networks_numbers_and_the_recipe_from_msresnet():
                                         ("amp_batchnorm", "float16"),
                                         ("graph_kernel", "true")])
 def test_gpu_only_speed_settings_are_refused_on_other_devices(key, value):
-    from msresnet.config import ConfigError, load_config, parse_overrides
+    from msresnet.config.profile import ConfigError, load_config, parse_overrides
 
     with pytest.raises(ConfigError, match=f"{key}: .*needs device_target 'GPU'"):
         load_config("cpu", parse_overrides([f"--{key}", value]))
@@ -211,14 +211,14 @@ def test_gpu_only_speed_settings_are_refused_on_other_devices(key, value):
 
 
 def test_float16_batchnorm_only_applies_to_o2():
-    from msresnet.config import ConfigError, load_config, parse_overrides
+    from msresnet.config.profile import ConfigError, load_config, parse_overrides
 
     with pytest.raises(ConfigError, match="amp_batchnorm: 'float16' changes O2 only"):
         load_config("gpu", parse_overrides(["--amp_batchnorm", "float16", "--amp_level", "O3"]))
 
 
 def test_float16_batchnorm_refuses_nhwc_where_its_fused_gradients_are_wrong():
-    from msresnet.config import ConfigError, load_config, parse_overrides
+    from msresnet.config.profile import ConfigError, load_config, parse_overrides
 
     with pytest.raises(ConfigError, match="amp_batchnorm: 'float16' trains to NaN with "
                                           "data_format 'NHWC'"):
@@ -229,7 +229,7 @@ def test_float16_batchnorm_refuses_nhwc_where_its_fused_gradients_are_wrong():
 def test_float16_batchnorm_keeps_the_gpu_backend_in_nchw():
     """The context that keeps MindSpore from fusing float16 BatchNorm with its ReLU:
     set for float16 BatchNorm on a GPU, and only then."""
-    from msresnet.config import load_config, parse_overrides
+    from msresnet.config.profile import load_config, parse_overrides
     from msresnet.training.factories import speed_context
 
     def context(*args: str) -> dict:
@@ -296,7 +296,7 @@ def test_a_network_built_off_a_gpu_is_nchw_whatever_the_config_says():
     import msresnet  # noqa: F401
     import mindspore as ms
 
-    from msresnet.config import load_config, parse_overrides
+    from msresnet.config.profile import load_config, parse_overrides
     from msresnet.training.factories import data_format
 
     assert ms.get_context("device_target") == "CPU"  # the test machines have no GPU

@@ -18,7 +18,7 @@ from msresnet.jobs import job
 from msresnet.storage import staging
 from msresnet.data.cifar10 import (CLASSES, FOLDER_NAME, META_FILE, RECORD_BYTES, TEST_FILES,
                               TRAIN_FILES)
-from msresnet.config import ConfigError
+from msresnet.config.profile import ConfigError
 from msresnet.paths import REPO_ROOT
 from prerequisites import chapter
 from s3server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, new_bucket_name, running_server

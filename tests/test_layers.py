@@ -149,12 +149,12 @@ def mindspore_at_import() -> dict[str, list[str]]:
 
 # --------------------------------------------------------------------------- the checker
 def test_the_checker_sees_lazy_and_aliased_imports():
-    source = ("import os\nfrom msresnet import config\nfrom msresnet.paths import X\n"
+    source = ("import os\nfrom msresnet.config import profile\nfrom msresnet.paths import X\n"
               "try:\n    import mindspore\nexcept ImportError:\n    pass\n"
               "if TYPE_CHECKING:\n    import msresnet.training.train\n"
               "class A:\n    import numpy\n"
               "def f():\n    from msresnet.model.resnet import resnet50\n")
-    assert imports(source, lazy=False) == {"os", "msresnet.config", "msresnet.paths",
+    assert imports(source, lazy=False) == {"os", "msresnet.config.profile", "msresnet.paths",
                                            "mindspore", "numpy"}
     assert "msresnet.model.resnet" in imports(source, lazy=True)
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
@@ -187,7 +187,7 @@ def test_mindspore_free_modules_are_free_and_listed():
     unlisted = sorted(set(MODULES) - set(chains) - declared)
     assert not unlisted, (f"{unlisted} import no MindSpore: add them to MINDSPORE_FREE_MODULES "
                           "in msresnet/__init__.py (and its docstring)")
-    assert {"cpu_speed", "atomic", "config", "paths", "cli"} <= declared
+    assert {"cpu_speed", "atomic", "config.profile", "paths", "cli"} <= declared
 
 
 def test_no_library_module_imports_the_command_layer():
@@ -209,8 +209,9 @@ def test_init_imports_only_the_cpu_setting():
 
 def test_subpackages_import_nothing():
     """Importing ``msresnet.training`` must not load MindSpore, nor anything else."""
-    assert SUBPACKAGES == ["chapters", "commands", "data", "deploy", "doctor", "experiments",
-                           "jobs", "model", "ranks", "storage", "testing", "training"]
+    assert SUBPACKAGES == ["chapters", "commands", "config", "data", "deploy", "doctor",
+                           "experiments", "jobs", "model", "ranks", "storage", "testing",
+                           "training"]
     for name in SUBPACKAGES:
         assert imports((PACKAGE / name / "__init__.py").read_text(), lazy=True) == set(), name
 
@@ -278,8 +279,8 @@ def _calls(name: str) -> dict[str, int]:
 
 def test_one_place_builds_a_runs_config():
     """Issue 37: the profile, the overrides and the data folder's rule meet in
-    run_config.build_run_config; no tool loads a profile or applies the rule itself
+    config.run.build_run_config; no tool loads a profile or applies the rule itself
     (the table of the profiles side by side aside)."""
-    assert _calls("choose_data_dir") == {"run_config": 1}
-    assert set(_calls("load_config")) == {"config_table", "run_config"}
+    assert _calls("choose_data_dir") == {"config.run": 1}
+    assert set(_calls("load_config")) == {"config.table", "config.run"}
     assert _calls("build_run_config"), "nobody builds a run's config"

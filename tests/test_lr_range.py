@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
-from msresnet.config import load_config
+from msresnet.config.profile import load_config
 from msresnet.experiments.lr_range import RangeResult, RangeTestError, range_test, rates, smooth
 from msresnet.paths import REPO_ROOT
 

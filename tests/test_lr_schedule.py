@@ -165,7 +165,7 @@ def test_lr_for_config_uses_the_config_fields():
 
 
 def test_lr_for_a_loaded_profile():
-    from msresnet.config import load_config
+    from msresnet.config.profile import load_config
     config = load_config("gpu")
     lr = lr_for_config(config, steps_per_epoch(50_000, config.batch_size))
     assert lr.shape == (90 * 1562,)
@@ -202,7 +202,7 @@ def test_lr_for_config_trusts_the_checked_config(monkeypatch):
     """A Config checked lr_init <= lr_max and the rest when it was built (and is
     frozen), so lr_for_config does not check them again; get_lr, which takes raw
     numbers, does."""
-    from msresnet.config import load_config
+    from msresnet.config.profile import load_config
     from msresnet.model import lr_schedule
 
     checked = []

@@ -26,8 +26,8 @@ import pytest
 from msresnet import cli, command_line
 from msresnet.commands import launch as launch_command
 from msresnet.jobs import launch
-from msresnet.config import ConfigError, load_config
-from msresnet.run_config import build_run_config, for_devices, lr_rule
+from msresnet.config.profile import ConfigError, load_config
+from msresnet.config.run import build_run_config, for_devices, lr_rule
 from msresnet.jobs.launch import LaunchError, build_plan, run
 from msresnet.paths import REPO_ROOT
 from prerequisites import needs_data
@@ -177,7 +177,7 @@ def test_gradients_are_averaged_not_summed(job):
     replay trains at the job's rate: the device-count rule for its 2 workers (smoke
     is tuned for 1, so twice the profile's lr_max; at the profile's rate the third
     loss was off by 2.7e-3)."""
-    from msresnet.config import load_config
+    from msresnet.config.profile import load_config
     from msresnet.ranks.analysis import global_losses, load_ranks, replay_averaged
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
@@ -293,7 +293,7 @@ def test_dry_run_prints_the_msrun_command(tmp_path):
 def test_the_launcher_checks_the_config_once_and_the_workers_load_it(monkeypatch, tmp_path):
     """One load, one check (before: load, scale, load again, then the workers parsed
     the overrides as text); the file the job writes loads back to that config."""
-    from msresnet import config as config_module
+    from msresnet.config import profile as config_module
 
     checks, reads = [], []
     check, read = config_module._check_values, config_module._read_yaml

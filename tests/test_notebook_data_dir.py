@@ -65,7 +65,7 @@ def test_command_line_chapters_and_reproduce_choose_the_same_folder(variable, gi
     notebooks/ alike."""
     from msresnet.data.source import resolve_data_dir
     from msresnet.jobs.launch import job_config
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
 
     if variable is None:
         monkeypatch.delenv(DATA_DIR_VARIABLE, raising=False)
@@ -89,7 +89,7 @@ def test_one_folder_spelled_many_ways_is_one_folder(tmp_path, monkeypatch):
     same_data_dir) survived the quick tests; a resume and a sweep compare recorded and
     current folders written differently (relative, trailing slash, through a link)."""
     from msresnet.data.source import same_data_dir
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
     from msresnet.training.resume import config_differences
 
     monkeypatch.chdir(REPO_ROOT)
@@ -114,7 +114,8 @@ def test_a_data_link_inside_the_checkout_is_recorded_and_printed_as_data(tmp_pat
     printed paths: the link is made absolute, not resolved, so a moved checkout's
     runs still find it and stored outputs do not name the shared copy."""
     from msresnet.chapters import helpers
-    from msresnet import paths, run_config
+    from msresnet import paths
+    from msresnet.config import run as run_config
 
     checkout = tmp_path / "checkout"
     checkout.mkdir()

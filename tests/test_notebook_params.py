@@ -17,7 +17,7 @@ import numpy as np
 import papermill
 import pytest
 
-from msresnet.config import FIELDS, ConfigError, load_config
+from msresnet.config.profile import FIELDS, ConfigError, load_config
 from msresnet.chapters.notebook import (METRICS_DIR_VARIABLE, ParameterError, ParameterGuard,
                                config_from_parameters, record_metrics)
 from msresnet.paths import REPO_ROOT
@@ -119,7 +119,7 @@ def test_null_text_sets_an_optional_field_to_none():
 def test_null_words_are_the_command_lines(word):
     """The same words mean null as on the command line and in a YAML file (the
     config's NULL_WORDS): '~' was refused here while --train_samples '~' worked."""
-    from msresnet.config import parse_overrides
+    from msresnet.config.profile import parse_overrides
 
     config = config_from_parameters({"train_samples": word, "resume_from": word})
     assert (config.train_samples, config.resume_from) == (None, None)
@@ -146,7 +146,7 @@ def test_boolean_text_from_papermill_is_converted():
 def test_profile_paths_are_rewritten_relative_to_the_working_folder(monkeypatch, tmp_path):
     """A profile's output folder, relative to the repository, is rewritten relative to
     the working folder (a chapter runs in notebooks/); its data folder becomes
-    absolute, as every run's does (msresnet.run_config)."""
+    absolute, as every run's does (msresnet.config.run)."""
     smoke = load_config("smoke")
     assert not os.path.isabs(smoke.data_dir)
     for folder in (REPO_ROOT / "notebooks", REPO_ROOT, tmp_path):

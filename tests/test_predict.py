@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 from PIL import Image
 
 from msresnet.deploy import export, predict
-from msresnet.config import load_config
+from msresnet.config.profile import load_config
 from msresnet.model.resnet import resnet50
 
 BATCH = 4

@@ -131,7 +131,7 @@ def test_a_run_folder_without_checkpoints_is_one_line_and_exit_2_with_nothing_wr
         tmp_path, capsys):
     """Issue 45: it exited 1 with an empty stderr and wrote an empty sweep.csv and .json."""
     from msresnet import cli
-    from msresnet.config import load_config
+    from msresnet.config.profile import load_config
     from msresnet.paths import REPO_ROOT
 
     config = load_config("smoke", {"data_dir": str(REPO_ROOT / "data")})
@@ -149,7 +149,7 @@ def test_one_data_folder_however_spelled_is_the_runs_own_and_a_copy_is_another(
     training tests watched it): the recorded folder spelled relatively, as its
     cifar-10-batches-bin, with a trailing slash or through a link is the run's own (no
     override, the run's own tables); a copy elsewhere is another folder, reported."""
-    from msresnet.config import load_config
+    from msresnet.config.profile import load_config
 
     data, copy = tmp_path / "data", tmp_path / "copy"
     for folder in (data, copy):

@@ -26,9 +26,9 @@ from mindspore import nn
 
 from msresnet.training import checkpoints as ck
 from msresnet.training import sweep as sw
-from msresnet.config import ConfigError
+from msresnet.config.profile import ConfigError
 from msresnet.paths import REPO_ROOT
-from msresnet.run_config import recorded_config
+from msresnet.config.run import recorded_config
 from msresnet.commands import sweep as sweep_command
 from msresnet.commands.train import parse_args
 from msresnet.training.train import TrainError, train_and_evaluate, validation_epochs

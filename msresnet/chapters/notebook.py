@@ -10,12 +10,12 @@ train with the profile's epochs. The chapters therefore do this::
     config = guard.config(globals(), extras={"show_images"})   # next cell
 
 :meth:`ParameterGuard.config` looks at the names defined since the guard was made:
-each must be a :class:`~msresnet.config.Config` field or one of the notebook's own
+each must be a :class:`~msresnet.config.profile.Config` field or one of the notebook's own
 ``extras``, or it raises :class:`ParameterError` naming it. Config fields left at
 ``None`` keep the profile's value, so ``-p profile cpu`` really runs the ``cpu``
 profile; anything else is an override, validated by :func:`load_config`. For
 the fields that may be null, a null word as text (``-p train_samples null``; the
-config's :data:`~msresnet.config.NULL_WORDS`, as on the command line) asks for null
+config's :data:`~msresnet.config.profile.NULL_WORDS`, as on the command line) asks for null
 itself.
 
 Notebooks also record their key figures with :func:`record_metrics`, so that
@@ -32,8 +32,8 @@ from typing import Any
 
 from msresnet.atomic import write_json
 from msresnet.spelling import did_you_mean
-from msresnet.config import (FIELDS, Config, ConfigError, Overrides, value_from_text)
-from msresnet.run_config import build_run_config
+from msresnet.config.profile import (FIELDS, Config, ConfigError, Overrides, value_from_text)
+from msresnet.config.run import build_run_config
 from msresnet.paths import REPO_ROOT
 
 METRICS_DIR_VARIABLE = "MSRESNET_METRICS_DIR"

@@ -45,10 +45,10 @@ import yaml
 from msresnet import atomic
 from msresnet.spelling import did_you_mean
 from msresnet.cpu_speed import cpu_model
-from msresnet.config import FIELDS, Overrides, parse_overrides
+from msresnet.config.profile import FIELDS, Overrides, parse_overrides
 from msresnet.data.prepare import provenance
 from msresnet.chapters.notebook import METRICS_DIR_VARIABLE, PATH_FIELDS
-from msresnet.run_config import build_run_config, for_devices, lr_rule
+from msresnet.config.run import build_run_config, for_devices, lr_rule
 from msresnet.paths import REPO_ROOT, in_repo
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from msresnet.atomic import write_json
 from msresnet.command_line import ArgumentParser, positive_int
-from msresnet.config import AMP_LEVELS
+from msresnet.config.profile import AMP_LEVELS
 from msresnet.doctor.checks import FAIL, Check
 from msresnet.doctor.command import diagnose, header, record
-from msresnet.run_config import build_run_config
+from msresnet.config.run import build_run_config
 
 DEFAULT_STEPS = 30
 

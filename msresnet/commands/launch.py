@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 
 from msresnet.command_line import ArgumentParser, non_negative_int, positive_int, positive_number
-from msresnet.config import parse_overrides
+from msresnet.config.profile import parse_overrides
 from msresnet.jobs.launch import (DEFAULT_CLUSTER_TIME_OUT, RANK_DUMP_FOLDER, LaunchError,
                                   build_plan, run)
-from msresnet.run_config import lr_rule
+from msresnet.config.run import lr_rule
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 
 
@@ -51,7 +51,7 @@ def _parser() -> ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: print the command, run it (unless --dry_run); 0 when every worker
     finished. A bad config or command line, and a failed worker, raise
-    :class:`~msresnet.config.ConfigError` or :class:`~msresnet.jobs.launch.LaunchError`:
+    :class:`~msresnet.config.profile.ConfigError` or :class:`~msresnet.jobs.launch.LaunchError`:
     ``msresnet`` prints the one line (:func:`msresnet.command_line.run`, exit 2)."""
     parser = _parser()
     args, rest = parser.parse_known_args(argv)

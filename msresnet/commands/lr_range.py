@@ -3,7 +3,7 @@
 It reads the profile (the first word or ``--profile``, ``cpu`` by default) and the
 ``--KEY VALUE`` overrides, checks the range and the divergence factor before
 MindSpore starts, builds the run's Config once
-(:func:`msresnet.run_config.build_run_config`), runs the test and prints a one-line
+(:func:`msresnet.config.run.build_run_config`), runs the test and prints a one-line
 summary (``--json`` keeps every step). The library function knows nothing of this
 layer.
 """
@@ -20,9 +20,9 @@ import mindspore.dataset as ds
 from msresnet.atomic import write_json
 from msresnet.command_line import (ArgumentParser, first_word, one_profile, positive_int,
                                    positive_number)
-from msresnet.config import parse_overrides
+from msresnet.config.profile import parse_overrides
 from msresnet.experiments.lr_range import check_diverge, range_test, rates
-from msresnet.run_config import build_run_config
+from msresnet.config.run import build_run_config
 
 
 def _parser() -> ArgumentParser:

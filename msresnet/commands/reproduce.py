@@ -16,7 +16,7 @@ from pathlib import Path
 import msresnet.chapters.reproduce as library
 from msresnet.chapters.reproduce import NOTEBOOK_DIR, command_line, reproduce
 from msresnet.command_line import ArgumentParser
-from msresnet.config import PROFILES
+from msresnet.config.profile import PROFILES
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """``msresnet train``: the command line of :func:`msresnet.training.train.train_and_evaluate`.
 
 It reads the profile and the ``--KEY VALUE`` overrides, builds the run's Config
-once (:func:`msresnet.run_config.build_run_config`), adds chapter 7's per-rank
+once (:func:`msresnet.config.run.build_run_config`), adds chapter 7's per-rank
 evidence when the launcher asked for it, trains, and prints a one-line summary.
 The training function knows nothing of this layer.
 """
@@ -18,8 +18,8 @@ from typing import Any
 from mindspore.train import Callback
 
 from msresnet.command_line import ArgumentParser, first_word, one_profile
-from msresnet.config import ConfigError, available_profiles, parse_overrides
-from msresnet.run_config import build_run_config
+from msresnet.config.profile import ConfigError, available_profiles, parse_overrides
+from msresnet.config.run import build_run_config
 from msresnet.training.distributed import DUMP_VARIABLE
 from msresnet.training.train import train_and_evaluate
 
@@ -61,7 +61,7 @@ def _parser() -> ArgumentParser:
 
 def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any], int | None, bool]:
     """``(profile_or_path, overrides, stop_after_epoch, progress)`` from the command line;
-    a bad value raises :class:`~msresnet.config.ConfigError` naming it."""
+    a bad value raises :class:`~msresnet.config.profile.ConfigError` naming it."""
     first, argv = first_word(argv)
     args, rest = _parser().parse_known_args(argv)
     # '' is a typo, not "the default profile": smoke only when none is named at all

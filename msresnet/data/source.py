@@ -38,7 +38,7 @@ from msresnet.data.splits import hold_out
 from msresnet.paths import REPO_ROOT
 
 if TYPE_CHECKING:  # a type only: the config layer comes after data (it reads data.cifar10)
-    from msresnet.config import Config
+    from msresnet.config.profile import Config
 
 DATA_DIR_VARIABLE = "MSRESNET_DATA_DIR"
 """The default data folder when set, instead of the profile's (see :func:`choose_data_dir`):

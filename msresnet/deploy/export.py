@@ -45,12 +45,12 @@ from mindspore import nn
 
 from msresnet.atomic import write_json
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CLASSES
 from msresnet.data.download import sha256  # also imported from here by the tests
 from msresnet.training.selection import read_test
 from msresnet.training.factories import make_network
-from msresnet.run_config import CONFIG_FILE, build_run_config, recorded_config, with_data_dir
+from msresnet.config.run import CONFIG_FILE, build_run_config, recorded_config, with_data_dir
 
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
 ONNX_QDQ_OPSET = 13  # DequantizeLinear's per-channel "axis" attribute needs opset 13

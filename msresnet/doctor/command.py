@@ -38,7 +38,7 @@ import platform
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.cpu_speed import cpu_model
 from msresnet.doctor.checks import FAIL, OK, Check, skip
 from msresnet.doctor.hardware import check_device, check_msrun

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.cpu_speed import cpu_model
 from msresnet.doctor.checks import FAIL, OK, Check, skip
 from msresnet.doctor.software import (cann_home, cuda_found, runnable_build,

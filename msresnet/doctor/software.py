@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.doctor.checks import FAIL, OK, WARN, Check, skip
 from msresnet.paths import REPO_ROOT
 

@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.data.cifar10 import (TEST_IMAGES, DatasetError, dataset_folder, split_counts,
                                    validate)
 from msresnet.data.source import DataSource, open_data_source

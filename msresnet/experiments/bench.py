@@ -156,7 +156,7 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
 
     import mindspore
 
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
     from msresnet.training.factories import make_network
 
     mode_value = {"graph": mindspore.GRAPH_MODE, "pynative": mindspore.PYNATIVE_MODE}[mode]
@@ -253,14 +253,14 @@ def run_one(settings: BenchSettings, mode: str, isa: str, timeout: float | None 
 
 def check_settings(settings: BenchSettings) -> None:
     """Check the settings the network and the device take by the config's own rules,
-    raising :class:`~msresnet.config.ConfigError` naming the first bad one.
+    raising :class:`~msresnet.config.profile.ConfigError` naming the first bad one.
 
     Before any worker starts: a wrong stem or device target failed only inside the
     first worker, as an unexpected error (exit 3), and an image size under 32, which
     training refuses, was timed as if it were a run the book could make.
     """
-    from msresnet.config import Overrides
-    from msresnet.run_config import build_run_config
+    from msresnet.config.profile import Overrides
+    from msresnet.config.run import build_run_config
 
     build_run_config(NETWORK_PROFILE, Overrides({
         "stem": settings.stem, "num_classes": settings.num_classes, "seed": settings.seed,

@@ -36,7 +36,7 @@ import numpy as np
 from mindspore.train import Callback
 
 from msresnet.training.callbacks import loss_value
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.training.factories import build_model, make_datasets, make_network, set_context
 
 log = logging.getLogger("msresnet.experiments.lr_range")

@@ -247,7 +247,7 @@ def _train(setting: Setting, dataset) -> tuple[float, float, float, float, float
 
     from msresnet.data.cifar10 import IMAGE_SHAPE, NUM_CLASSES
     from msresnet.experiments.bench import make_train_step, synthetic_batch
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
     from msresnet.training.factories import make_network
 
     net = make_network(build_run_config("smoke", {"seed": setting.seed}))  # ImageNet stem
@@ -433,9 +433,9 @@ def format_table(report: dict) -> str:
 
 def batches_dir(data_dir: str | None) -> str:
     """The ``cifar-10-batches-bin`` folder the workers read: inside the data folder that
-    :func:`~msresnet.run_config.build_run_config` chooses, as every verb does."""
+    :func:`~msresnet.config.run.build_run_config` chooses, as every verb does."""
     from msresnet.data.cifar10 import dataset_folder
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
 
     overrides = {"data_dir": data_dir} if data_dir else {}
     return str(dataset_folder(build_run_config("cpu", overrides).data_dir))

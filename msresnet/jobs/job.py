@@ -119,7 +119,7 @@ def split_extra(extra: Sequence[str]) -> tuple[list[str], list[str]]:
     """Split unknown arguments into Config overrides (as ``--key value`` tokens)
     and the names of arguments to ignore. ``--key=value``, ``--key value`` and bare
     flags (``--foo`` followed by another option) are understood."""
-    from msresnet.config import FIELDS
+    from msresnet.config.profile import FIELDS
 
     overrides: list[str] = []
     ignored: list[str] = []
@@ -146,13 +146,13 @@ def split_extra(extra: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def parse_arguments(argv: Sequence[str],
                     environ: Mapping[str, str] | None = None) -> JobArguments:
-    """Parse the job's options; raises ``msresnet.config.ConfigError`` for a bad
+    """Parse the job's options; raises ``msresnet.config.profile.ConfigError`` for a bad
     override and ``SystemExit`` (argparse) for missing/invalid job options.
 
     ``--data_url``/``--train_url`` fall back to the environment variables
     ``data_url``/``train_url``: what ModelArts sets when an input or output
     parameter is to be "obtained from an environment variable"."""
-    from msresnet.config import parse_overrides
+    from msresnet.config.profile import parse_overrides
 
     env = os.environ if environ is None else environ
     parser = _parser()
@@ -356,7 +356,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
     :func:`plan_job`'s, made here when not given). Returns the summary ``msresnet job``
     prints. The data is validated once, when the training opens it."""
     from msresnet.data.prepare import prepare_dataset
-    from msresnet.run_config import build_run_config
+    from msresnet.config.run import build_run_config
     from msresnet.training.train import train_and_evaluate
 
     plan = plan or plan_job(args)

@@ -24,7 +24,7 @@ What it adds to plain ``msrun``:
   ``msresnet train --profile <output>/launch.yaml`` with no overrides to parse again
   (on several nodes, each node's ``msresnet launch`` writes its own copy);
 * the learning rate the job will train at, printed before it starts: each worker
-  applies the device-count rule (:func:`msresnet.config.for_devices`: the profile's
+  applies the device-count rule (:func:`msresnet.config.run.for_devices`: the profile's
   ``lr_max`` x N workers / its ``lr_devices``) when it learns the group size, and
   the launcher says the same line first (``--lr_devices R`` overrides the
   profile's count like any other field);
@@ -58,11 +58,11 @@ import psutil
 
 from msresnet.atomic import write_text
 from msresnet.command_line import DEBUG_VARIABLE
-from msresnet.config import Config, Overrides
+from msresnet.config.profile import Config, Overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
 from msresnet.jobs.worker_logs import describe_exit, log_tail
 from msresnet.jobs.ports import free_port, is_local_address, port_is_free, port_owner
-from msresnet.run_config import build_run_config, for_devices
+from msresnet.config.run import build_run_config, for_devices
 from msresnet.training.distributed import DUMP_VARIABLE  # where --rank_dump tells the workers to write
 
 MSRUN_MODULE = "mindspore.parallel.cluster.run"  # what the ``msrun`` console script runs
@@ -200,7 +200,7 @@ def job_config(profile: str, overrides: Mapping[str, Any] | None,
     """The config every worker loads: the profile, the overrides, ``output`` as
     ``output_dir``, loaded and checked once. Its ``lr_max`` is the profile's, for its
     ``lr_devices``: each worker scales it to the group size (the device-count rule,
-    :func:`msresnet.config.for_devices`, applied in the training, once)."""
+    :func:`msresnet.config.run.for_devices`, applied in the training, once)."""
     values = Overrides(overrides or {}, getattr(overrides, "source", "overrides"))
     if output is not None:
         values["output_dir"] = output
@@ -218,14 +218,14 @@ def build_plan(workers: int, profile: str = "smoke", overrides: Mapping[str, Any
     """Check the config and build the command for ``workers`` processes in total.
 
     ``overrides`` are Config fields for the training (as
-    :func:`msresnet.config.load_config` takes them); ``output`` sets ``output_dir``.
+    :func:`msresnet.config.profile.load_config` takes them); ``output`` sets ``output_dir``.
     The workers get the checked config itself (:func:`job_config`), as the file
     ``<output_dir>/launch.yaml`` that :func:`run` writes: ``--profile`` that file.
     ``local_workers`` (default: all) start on this node; with fewer than
     ``workers``, the others run on other nodes, started with the same command but
     their own ``node_rank``, and ``master_port`` must be given (all nodes must agree).
     ``rank_dump`` sets :data:`DUMP_VARIABLE` to ``<output>/ranks``.
-    Raises :class:`~msresnet.config.ConfigError` or :class:`LaunchError`.
+    Raises :class:`~msresnet.config.profile.ConfigError` or :class:`LaunchError`.
     """
     local = _check_layout(workers, local_workers, node_rank, master_port, cluster_time_out)
     config = job_config(profile, overrides, output)

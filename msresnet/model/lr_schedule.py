@@ -119,7 +119,7 @@ def get_lr(schedule: str, lr_init: float, lr_max: float, lr_end: float,
 
     This is the entry for raw numbers (chapter 2 draws schedules with rates no
     profile has, e.g. ``lr_end=0``), so it checks them, :func:`_check_arguments`.
-    The training passes a :class:`msresnet.config.Config` to :func:`lr_for_config`
+    The training passes a :class:`msresnet.config.profile.Config` to :func:`lr_for_config`
     instead, which the config already checked when it was built.
     """
     _check_arguments(schedule, lr_init, lr_max, lr_end, warmup_epochs, total_epochs)
@@ -130,7 +130,7 @@ def get_lr(schedule: str, lr_init: float, lr_max: float, lr_end: float,
 
 def _check_arguments(schedule: str, lr_init: Any, lr_max: Any, lr_end: Any,
                      warmup_epochs: Any, total_epochs: Any) -> None:
-    """What :mod:`msresnet.config` checks for a Config, for callers that pass numbers."""
+    """What :mod:`msresnet.config.profile` checks for a Config, for callers that pass numbers."""
     if schedule not in _DECAYS:
         choices = ", ".join(repr(s) for s in SCHEDULES)
         raise ValueError(f"schedule: must be one of {choices}, got {schedule!r}")
@@ -166,7 +166,7 @@ def _schedule(schedule: str, lr_init: float, lr_max: float, lr_end: float,
 
 
 def lr_for_config(config: Any, steps_per_epoch: int) -> np.ndarray:
-    """:func:`get_lr` for a :class:`msresnet.config.Config` (its ``lr_*`` fields,
+    """:func:`get_lr` for a :class:`msresnet.config.profile.Config` (its ``lr_*`` fields,
     ``warmup_epochs`` and ``epoch_size``); ``steps_per_epoch`` comes from the dataset
     (``dataset.get_dataset_size()``).
 
@@ -210,7 +210,7 @@ def scaled_lr_max(lr_max: float, device_num: int,
     single device at 0.1.
 
     This is the arithmetic; a profile states its own reference count
-    (``lr_devices``) and :func:`msresnet.config.for_devices` applies the rule to a
+    (``lr_devices``) and :func:`msresnet.config.run.for_devices` applies the rule to a
     run's config once, where the run learns its device count.
     """
     lr_max = _check_rate("lr_max", lr_max)

@@ -17,7 +17,7 @@ import numpy as np
 from mindspore import nn, ops
 from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
 
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.data.cifar10 import (  # dataset_folder re-exported: the chapters import it here
     DatasetError, dataset_folder)  # noqa: F401
 from msresnet.data.pipeline import create_dataset

@@ -17,7 +17,7 @@ from typing import Any
 import mindspore as ms
 from mindspore import nn
 
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.data.source import same_data_dir
 from msresnet.training.checkpoints import (CheckpointError, check_fits, checkpoint_meta,
                                            latest_checkpoint, list_checkpoints, read_checkpoint)

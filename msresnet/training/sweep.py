@@ -229,7 +229,7 @@ def _run_config(run_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str
                 ) -> tuple[Any, dict[str, list[Any]]]:
     """The run's recorded config (``data_dir`` replaced when it names another folder)
     and ``{key: [recorded, used]}`` of what differs; the data folder must exist."""
-    from msresnet.run_config import CONFIG_FILE, recorded_config, with_data_dir
+    from msresnet.config.run import CONFIG_FILE, recorded_config, with_data_dir
     from msresnet.training.resume import config_differences
 
     config_path = Path(run_dir) / CONFIG_FILE

@@ -69,9 +69,9 @@ from mindspore import nn
 from mindspore.train import Callback, CheckpointConfig
 
 from msresnet.atomic import output_folder, write_json, write_text
-from msresnet.config import Config
+from msresnet.config.profile import Config
 from msresnet.data.source import DataSource, open_data_source
-from msresnet.run_config import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
+from msresnet.config.run import (CONFIG_FILE, build_run_config, for_devices, lr_rule,
                                  recorded_config, recording)
 from msresnet.training.callbacks import (AtomicCheckpoint, BestCheckpoint, EpochHistory,
                                          LossGuard, Progress, StopAfterEpoch, read_history)
@@ -170,7 +170,7 @@ class _Run:
     rank: RankInfo
     output_dir: Path
     resume_path: Path | None
-    lr_rule: str = ""  # the rate it trains at and why (msresnet.config.lr_rule)
+    lr_rule: str = ""  # the rate it trains at and why (msresnet.config.run.lr_rule)
 
 
 @dataclass(frozen=True)
@@ -192,8 +192,9 @@ def _config_and_data(config: Config | str | os.PathLike[str],
 
     A :class:`Config` is taken as built (its ``data_dir`` chosen by whoever built it,
     e.g. a chapter's parameters); a profile name or YAML path goes through
-    :func:`msresnet.run_config.build_run_config`. The returned Config names the data folder as the source
-    resolved it, which is what ``config.yaml`` records and a resume compares.
+    :func:`msresnet.config.run.build_run_config`. The returned Config names the data
+    folder as the source resolved it, which is what ``config.yaml`` records and a resume
+    compares.
     """
     if not isinstance(config, Config):
         config = build_run_config(config, overrides)
@@ -360,7 +361,7 @@ def train_and_evaluate(config: Config | str | os.PathLike[str] = "smoke",
                        progress_file: Any = None, data_validated: bool = False) -> TrainResult:
     """Train (and validate) the configured profile; see the module docstring.
 
-    ``config``: a :class:`~msresnet.config.Config`, a profile name or a YAML path;
+    ``config``: a :class:`~msresnet.config.profile.Config`, a profile name or a YAML path;
     ``overrides``: Config fields to change (e.g. ``{"output_dir": "../runs/smoke"}``);
     ``stop_after_epoch``: stop cleanly after this epoch, as if the job were killed right
     after saving it (to demonstrate and test resume); ``extra_callbacks``: more

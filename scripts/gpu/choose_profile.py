@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from msresnet.config import FIELDS, GPU_ONLY, load_config
+from msresnet.config.profile import FIELDS, GPU_ONLY, load_config
 from msresnet.data.cifar10 import TRAIN_IMAGES
 from msresnet.model.lr_schedule import steps_per_epoch
 

@@ -35,7 +35,7 @@ PROFILE_ENV = "MSRESNET_GPU_PROFILE"  # set for a lever whose name starts with "
 
 
 def worker(profile: str, data_dir: str, images: int, overrides: list[str]) -> None:
-    from msresnet.config import load_config, parse_overrides
+    from msresnet.config.profile import load_config, parse_overrides
     from msresnet.doctor.speed import timed_run
 
     patches = [item[1:] for item in overrides if item.startswith("+")]

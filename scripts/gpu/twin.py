@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from msresnet.config import load_config, parse_overrides
+from msresnet.config.profile import load_config, parse_overrides
 from msresnet.data.cifar10 import (CIFAR10_MEAN, CIFAR10_STD, CROP_PADDING, dataset_folder,
                                    read_records)
 from msresnet.data.splits import hold_out, training_records

@@ -8,7 +8,7 @@ Config with :func:`build_run_config`, so the data folder is chosen by one rule
 kept, so a ``data`` link inside the checkout is still recorded as ``data``): a value that meant "relative to the repository" in the profile and
 "relative to the working folder" after the rule never travels further as text that
 could be read the other way. The device-count rule for the learning rate
-(:func:`msresnet.config.for_devices`) is applied here when the caller knows the
+(:func:`msresnet.config.run.for_devices`) is applied here when the caller knows the
 number of devices; training applies it for its own group size when it starts.
 
 A run folder records the Config it trained with as :data:`CONFIG_FILE`
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from msresnet.config import FIELDS, Config, load_config
+from msresnet.config.profile import FIELDS, Config, load_config
 from msresnet.data.source import choose_data_dir, same_data_dir
 from msresnet.model.lr_schedule import scaled_lr_max
 from msresnet.paths import REPO_ROOT, in_repo
@@ -40,7 +40,7 @@ def build_run_config(profile_or_path: str | os.PathLike[str] = "smoke",
     """The Config of a run: ``profile_or_path`` (a profile name or a YAML file) with
     ``overrides``, its ``data_dir`` chosen by the one rule (a ``data_dir`` override
     counts as given for this run) and made absolute, all checked once by
-    :func:`~msresnet.config.load_config`; with ``devices``, its ``lr_max`` scaled to
+    :func:`~msresnet.config.profile.load_config`; with ``devices``, its ``lr_max`` scaled to
     that many devices."""
     def rule(data_dir: Any, given: bool) -> Any:
         if not isinstance(data_dir, str) or not data_dir.strip():

@@ -47,7 +47,7 @@ from typing import Any
 import yaml
 
 from msresnet.spelling import did_you_mean
-from msresnet.config_rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEED, Rule, choice,
+from msresnet.config.rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEED, Rule, choice,
                                    int_at_least, number, positive_int, rule_field)
 from msresnet.data.cifar10 import (IMAGE_SHAPE, NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES,
                                    TRAIN_IMAGES)
@@ -442,7 +442,7 @@ def load_config(profile_or_path: str | os.PathLike = "smoke",
     being loaded. Raises :class:`ConfigError` naming the first bad key.
     ``data_dir_rule(data_dir, given)``, when given, decides the data folder from the
     merged value (``given``: an override set it) before the one check
-    (:func:`msresnet.run_config.build_run_config` passes the book's rule).
+    (:func:`msresnet.config.run.build_run_config` passes the book's rule).
     """
     path = _resolve(profile_or_path)
     source = in_repo(path)

@@ -2,7 +2,7 @@
 
 A :class:`Rule` says what a value must be (``expect`` completes "must be ...", the
 words of every error message) and checks it (``ok``); :func:`rule_field` attaches a
-rule and a help line to a field of :class:`msresnet.config.Config`, which checks every
+rule and a help line to a field of :class:`msresnet.config.profile.Config`, which checks every
 value against its rule when a Config is built.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from msresnet.config import FIELDS, PROFILES, load_config
+from msresnet.config.profile import FIELDS, PROFILES, load_config
 
 
 def _cell(value: Any) -> str:
