@@ -81,19 +81,26 @@ class Row:
         return self.run_of or self.name
 
 
+SEED_2 = Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)",
+             {"seed": 2})
+FLIP_TTA = Row("flip-tta", "flip test-time augmentation (scores the recipe run)",
+               scores="flip", run_of="recipe")
+NO_LABEL_SMOOTHING = Row("no-label-smoothing", "label smoothing 0 instead of 0.1",
+                         {"label_smoothing": 0.0})
+"""The rows both plans have, written once."""
+
 CPU_ROWS: tuple[Row, ...] = (
     Row("recipe", "the cpu recipe with plain momentum, short (batch 64, peak 0.1, warmup 1 epoch, "
         "label smoothing 0.1)", {"ema_decay": EMA_DECAY}),
-    Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)", {"seed": 2}),
+    SEED_2,
     Row("seed-3", "seed 3 (noise floor, a third draw)", {"seed": 3}),
-    Row("flip-tta", "flip test-time augmentation (scores the recipe run)", scores="flip",
-        run_of="recipe"),
+    FLIP_TTA,
     Row("ema", f"weight average, decay {EMA_DECAY} per step (scores the recipe run)",
         scores="ema", run_of="recipe"),
     Row("nesterov", "Nesterov momentum (msresnet.model.nesterov on the CPU)", {"nesterov": True}),
     Row("bn-momentum-0.97", "BatchNorm momentum 0.97 (PyTorch 0.03) instead of 0.9",
         {"bn_momentum": 0.97}),
-    Row("no-label-smoothing", "label smoothing 0 instead of 0.1", {"label_smoothing": 0.0}),
+    NO_LABEL_SMOOTHING,
     Row("no-warmup", "no warmup: linear decay from 0.1 at the first step",
         {"warmup_epochs": 0}),
     Row("lr-0.05", "peak learning rate 0.05", {"lr_max": 0.05}),
@@ -107,6 +114,9 @@ CPU_ROWS: tuple[Row, ...] = (
         {"epoch_size": 4, "valid_frequency": 4, "progressive_size": 16,
          "progressive_epochs": 3}),
 )
+"""Chapter 10's rows, in the order its table shows them."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """One ablation: the profile its rows change, what makes a row short, the rows,
@@ -127,13 +137,12 @@ class Plan:
 
 GPU_ROWS: tuple[Row, ...] = (
     Row("recipe", "gpu-fast, short: 20 epochs (warmup 2 epochs to 0.2, linear decay to 0)"),
-    Row("flip-tta", "flip test-time augmentation (scores the recipe run)", scores="flip",
-        run_of="recipe"),
-    Row("seed-2", "seed 2 (noise floor: weights, shuffles and held-out images)", {"seed": 2}),
+    FLIP_TTA,
+    SEED_2,
     Row("size-40", "40x40 inputs (resized), the CIFAR stem: 1.56 times the pixels",
         {"image_size": 40}),
     Row("lr-0.4", "peak learning rate 0.4", {"lr_max": 0.4}),
-    Row("no-label-smoothing", "label smoothing 0 instead of 0.1", {"label_smoothing": 0.0}),
+    NO_LABEL_SMOOTHING,
     Row("lr-0.1", "peak learning rate 0.1", {"lr_max": 0.1}),
     Row("progressive-16", "progressive resizing: epochs 1-10 at 16x16, 11-20 at 32x32",
         {"progressive_size": 16, "progressive_epochs": 10}),
