@@ -12,6 +12,20 @@ from msresnet.chapters import results_page
 from msresnet.paths import REPO_ROOT
 from msresnet.chapters.results_page import ResultsError, record, render_page, write_page
 
+
+def _png(width: int, height: int, dpi: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buffer, "PNG", dpi=(dpi, dpi))
+    return buffer.getvalue()
+
+
+FAKE_PNG = _png(600, 400, 100)
+"""A chapter's figure in the fake runs: a real PNG, drawn at 100 dpi and saved so."""
+
 HISTORY = [
     {"epoch": 1, "step": 10, "lr": 0.01, "train_loss": 2.2, "val_loss": 2.0, "val_top1": 0.25,
      "val_top5": 0.7, "train_seconds": 60.0, "eval_seconds": 5.0, "images_per_second": 70.0},
@@ -48,7 +62,7 @@ def fake_run(tmp_path: Path, *, status: str = "ok", sweep_figures: int = 4) -> P
         for i in range(figures[name]):
             path = run_dir / "figures" / f"{name}-{i + 1}.png"
             path.parent.mkdir(exist_ok=True)
-            path.write_bytes(b"\x89PNG fake")
+            path.write_bytes(FAKE_PNG)
             drawn.append(f"figures/{path.name}")
         notebooks.append({"name": name, "status": "ok" if name != "05_checkpoint_sweep" else status,
                           "seconds": 12.5, "metrics": values, "figures": drawn,
@@ -78,7 +92,7 @@ def test_record_copies_the_records_and_the_page_shows_them(tmp_path):
     page.parent.mkdir()
     written = record(run_dir, dest)
     assert dest / "run.json" in written and dest / "train" / "history.json" in written
-    assert (dest / "figures" / "05_checkpoint_sweep-4.png").read_bytes() == b"\x89PNG fake"
+    assert (dest / "figures" / "05_checkpoint_sweep-4.png").read_bytes() == FAKE_PNG
     assert not (dest / "figures" / "01_dataset-1.png").exists(), "only chapters 4 and 5's figures"
     assert not list(dest.rglob("*.ckpt"))
 
@@ -295,3 +309,16 @@ def test_the_precision_shown_is_what_training_computed_in(device, amp, shown):
     from msresnet.chapters.results_page import precision
 
     assert precision({"amp_level": amp}, device) == shown
+
+
+def test_a_chapter_figure_is_shown_at_the_width_its_notebook_showed_it(tmp_path):
+    """A chapter's figure saved at twice its drawing density (``retina``, 200 dpi) is
+    shown at half its pixels, as the notebook showed it; one saved at the density it
+    was drawn at (or without a density) keeps its own size."""
+    from PIL import Image
+
+    for dpi, expected in ((200, "602px"), (199.9996, "602px"), (100, None), (80, None),
+                          (None, None)):
+        png = tmp_path / f"figure-{dpi}.png"
+        Image.new("RGB", (1204, 1038)).save(png, **({"dpi": (dpi, dpi)} if dpi else {}))
+        assert results_page.shown_width(png) == expected, dpi

@@ -31,6 +31,7 @@ from msresnet.data.cifar10 import TEST_IMAGES, TRAIN_IMAGES
 from msresnet.paths import in_repo
 from msresnet.chapters.reproduce import format_metric
 from msresnet.chapters import results_figures
+from msresnet.chapters.helpers import FIGURE_DPI
 
 # What the page needs from the training folder (chapter 4's output_dir, OUT/train):
 # the per-epoch history, the best checkpoint's record and the effective config.
@@ -232,10 +233,22 @@ def _figures(dest: Path, page: Path,
     figures_dir = Path(os.path.relpath(dest, page.parent)).as_posix()
     drawn = [(f"{figures_dir}/figures/{name}", caption, results_figures.WIDTH)
              for name, caption in results_figures.captions(_figure_records(dest, facts))]
-    return drawn + [(f"{figures_dir}/{figure}", caption, None)
+    return drawn + [(f"{figures_dir}/{figure}", caption, shown_width(dest / figure))
                     for chapter, captions in FIGURES.items()
                     for figure, caption in zip(facts["entries"][chapter].get("figures", []),
                                                captions) if caption]
+
+
+def shown_width(png: Path) -> str | None:
+    """The width a chapter showed its figure at, as the notebook did: drawn at
+    :data:`~msresnet.chapters.helpers.FIGURE_DPI` and saved at twice that density
+    (``retina``, the PNG's own dpi says so), it is shown at half its pixels, crisp on
+    a 2x screen; a figure saved at the density it was drawn at keeps its own size."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        width, dpi = image.width, image.info.get("dpi", (FIGURE_DPI,))[0]
+    return f"{round(width * FIGURE_DPI / dpi)}px" if dpi > 1.5 * FIGURE_DPI else None
 
 
 def precision(params: dict[str, Any], device_target: str) -> str:
