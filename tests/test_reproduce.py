@@ -225,3 +225,23 @@ def test_stale_metrics_are_not_reported(tmp_path):
     (out / "metrics" / "01_quiet.json").write_text('{"old": 1}')
     run = reproduce.reproduce("smoke", out, notebook_dir=book)
     assert run["notebooks"][0]["metrics"] == {}
+
+
+@pytest.mark.slow
+def test_a_training_folder_given_as_a_parameter_is_the_one_recorded(tmp_path, monkeypatch):
+    """``-p output_dir`` points chapters 5 and 8 at another run (the results page's
+    chapter-5 figures were drawn so): ``run.json`` names that folder, relative to the
+    repository inside it and to ``--output_dir`` as ``train_dir``, not the default
+    OUT/train the chapters never read, and records no machine path for it."""
+    book = tmp_path / "book"
+    book.mkdir()
+    write_chapter(book, "05_echo", 'record_metrics("05_echo", {"output_dir": config.output_dir});',
+                  fields=("output_dir",))
+    monkeypatch.chdir(tmp_path)
+    elsewhere = REPO_ROOT / "runs" / "elsewhere-for-a-test"
+    run = reproduce.reproduce("cpu", Path("run"), [("output_dir", str(elsewhere))],
+                              notebook_dir=book)
+    assert run["notebooks"][0]["metrics"]["output_dir"] == str(elsewhere)
+    assert run["parameters"]["output_dir"] == "runs/elsewhere-for-a-test"
+    assert run["user_parameters"] == {"output_dir": "runs/elsewhere-for-a-test"}
+    assert (tmp_path / run["out"] / run["train_dir"]).resolve() == elsewhere

@@ -357,7 +357,10 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
         raise ReproduceError("-p profile: use --profile to choose the profile")
     given_out = Path(out).as_posix()
     out = out.resolve()
-    shared = {"profile": profile, "output_dir": str(out / TRAIN_DIR)}
+    # Chapter 4's training folder: OUT/train, unless -p output_dir names another (then
+    # chapters 5 and 8 read that run, and the record says so).
+    train_dir = Path(user.get("output_dir") or out / TRAIN_DIR)
+    shared = {"profile": profile, "output_dir": str(train_dir)}
     # the chapters' Config, as config_from_parameters builds it (the data folder's rule)
     config = build_run_config(profile, Overrides(
         {**config_overrides, "output_dir": shared["output_dir"]}, source="-p parameters"))
@@ -372,8 +375,9 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
         # Typed locations, for readers of the record on any machine (parameters.output_dir
         # is this machine's absolute path): --out as given, and chapter 4's training
         # folder relative to it.
-        "out": given_out, "train_dir": TRAIN_DIR,
-        "user_parameters": user,
+        "out": given_out, "train_dir": Path(os.path.relpath(train_dir, out)).as_posix(),
+        "user_parameters": {k: in_repo(v) if k in LOCAL_PATH_FIELDS and isinstance(v, str)
+                            else v for k, v in user.items()},
         # The chapters train in one process each: one device, so the rate the rule
         # gives one device (chapter 2), with the profile's lr_max and lr_devices beside it.
         # Folders inside the checkout relative to it: the record reads the same on
