@@ -244,4 +244,5 @@ def test_a_training_folder_given_as_a_parameter_is_the_one_recorded(tmp_path, mo
     assert run["notebooks"][0]["metrics"]["output_dir"] == str(elsewhere)
     assert run["parameters"]["output_dir"] == "runs/elsewhere-for-a-test"
     assert run["user_parameters"] == {"output_dir": "runs/elsewhere-for-a-test"}
+    assert run["notebooks"][0]["parameters"]["output_dir"] == "runs/elsewhere-for-a-test"
     assert (tmp_path / run["out"] / run["train_dir"]).resolve() == elsewhere

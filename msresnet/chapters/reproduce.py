@@ -143,6 +143,14 @@ def typed_parameters(pairs: Sequence[Sequence[str]], known_extras: set[str]) -> 
     return values
 
 
+def as_recorded(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` as ``run.json`` keeps them: a local folder inside the checkout
+    relative to it (the chapters are handed absolute paths), so the record reads the
+    same on any machine and names no machine's folders."""
+    return {key: in_repo(value) if key in LOCAL_PATH_FIELDS and isinstance(value, str)
+            else value for key, value in params.items()}
+
+
 def absolute_path(text: str) -> str:
     """A relative local path made absolute (from the current folder); URLs as given."""
     if "://" in text or os.path.isabs(text):
@@ -274,7 +282,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], out: Path) -> dict[str
     metrics_file.unlink(missing_ok=True)  # never report an earlier run's figures
     started, t0 = now(), time.perf_counter()
     entry: dict[str, Any] = {"name": chapter.name, "output": output.name, "started": started,
-                             "params_hash": params_hash(params), "parameters": params}
+                             "params_hash": params_hash(params), "parameters": as_recorded(params)}
     checked = _CheckedNames(params)
     logging.getLogger("papermill").addFilter(checked)
     try:
@@ -376,8 +384,7 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
         # is this machine's absolute path): --out as given, and chapter 4's training
         # folder relative to it.
         "out": given_out, "train_dir": Path(os.path.relpath(train_dir, out)).as_posix(),
-        "user_parameters": {k: in_repo(v) if k in LOCAL_PATH_FIELDS and isinstance(v, str)
-                            else v for k, v in user.items()},
+        "user_parameters": as_recorded(user),
         # The chapters train in one process each: one device, so the rate the rule
         # gives one device (chapter 2), with the profile's lr_max and lr_devices beside it.
         # Folders inside the checkout relative to it: the record reads the same on
