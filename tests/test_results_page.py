@@ -322,3 +322,37 @@ def test_a_chapter_figure_is_shown_at_the_width_its_notebook_showed_it(tmp_path)
         png = tmp_path / f"figure-{dpi}.png"
         Image.new("RGB", (1204, 1038)).save(png, **({"dpi": (dpi, dpi)} if dpi else {}))
         assert results_page.shown_width(png) == expected, dpi
+
+
+def test_chapter_5_figures_come_from_a_retraining_identical_to_the_reference():
+    """results/cpu/redraw/README.md: the page's chapter-5 figures were drawn again, at
+    twice their density, from a re-training of the reference run. Every recorded
+    number of that re-training but its times equals the reference's, so the
+    checkpoint chapter 5 drew from is the reference run's."""
+    from PIL import Image
+
+    reference, redraw = REPO_ROOT / "results" / "cpu", REPO_ROOT / "results" / "cpu" / "redraw"
+
+    def without_times(record):
+        if isinstance(record, list):
+            return [without_times(r) for r in record]
+        return {k: v for k, v in record.items() if "seconds" not in k and k != "images_per_second"}
+
+    def read(path):
+        return json.loads(path.read_text())
+
+    assert without_times(read(redraw / "train" / "history.json")) == \
+        without_times(read(reference / "train" / "history.json"))
+    name = "05_checkpoint_sweep.json"
+    assert without_times(read(redraw / "metrics" / name)) == \
+        without_times(read(reference / "metrics" / name))
+    run = read(redraw / "run.json")
+    [chapter] = run["notebooks"]
+    assert chapter["name"] == "05_checkpoint_sweep" and chapter["status"] == "ok"
+    assert run["profile"] == "cpu" and not run["git"]["dirty"]
+    assert run["parameters"]["output_dir"] == "runs/cpu-reference-rerun"
+    assert [f.removeprefix("figures/") for f in chapter["figures"]] == [
+        p.name for p in sorted((reference / "figures").glob("05_checkpoint_sweep-*.png"))]
+    for figure in chapter["figures"]:
+        with Image.open(reference / figure) as image:
+            assert round(image.info["dpi"][0]) == 200, figure  # drawn at 100, saved at 2x
