@@ -394,8 +394,7 @@ _FIGURES_JS = """() => {
   const figures = [...document.querySelectorAll('article img')]
     .filter(img => img.closest('.cell_output, figure'))
     .map(img => ({src: img.getAttribute('src').slice(-40), natural: img.naturalWidth,
-                  shown: img.getBoundingClientRect().width,
-                  output: !!img.closest('.cell_output'), number: number(img.closest('figure'))}));
+                  shown: img.getBoundingClientRect().width, number: number(img.closest('figure'))}));
   const tables = [...document.querySelectorAll('article table caption')].map(number);
   return {figures, tables};
 }"""

@@ -389,8 +389,7 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
         # gives one device (chapter 2), with the profile's lr_max and lr_devices beside it.
         # Folders inside the checkout relative to it: the record reads the same on
         # any machine (no machine's absolute paths in committed records).
-        "parameters": {**for_devices(config, 1).to_dict(), "data_dir": in_repo(config.data_dir),
-                       "output_dir": in_repo(config.output_dir)},
+        "parameters": as_recorded(for_devices(config, 1).to_dict()),
         "lr_rule": lr_rule(config, 1),
         "versions": versions(),
         "device": {"device_target": config.device_target, "mode": config.mode},
