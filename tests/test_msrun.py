@@ -178,13 +178,15 @@ def test_gradients_are_averaged_not_summed(job):
     is tuned for 1, so twice the profile's lr_max; at the profile's rate the third
     loss was off by 2.7e-3)."""
     from msresnet.config.profile import load_config
-    from msresnet.ranks.analysis import global_losses, load_ranks, replay_averaged
+    from msresnet.ranks.analysis import AveragedReplay, global_losses, load_ranks
 
     records = load_ranks(job["output"] / launch.RANK_DUMP_FOLDER)
     config = for_devices(load_config("smoke", SMALL), 2)
     job_losses = global_losses(records)[:3]
-    mean = replay_averaged(records, config, steps=3, reduce="mean").losses
-    summed = replay_averaged(records, config, steps=3, reduce="sum").losses
+    replay = AveragedReplay(records, config)
+    mean = replay.run(steps=3, reduce="mean").losses
+    summed = replay.run(steps=3, reduce="sum").losses
+    assert np.array_equal(replay.run(steps=3).losses, mean), "a run starts where the first did"
     assert mean[0] == job_losses[0] == summed[0]  # same weights, same images
     assert np.max(np.abs(mean - job_losses)) < 1e-5
     assert abs(summed[2] - job_losses[2]) > 1e-4

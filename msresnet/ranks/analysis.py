@@ -10,7 +10,7 @@ promises of data parallelism with them:
   :func:`shard_overlap` counts the images ranks shared in an epoch;
 * :func:`compare_parameters` compares two ranks' (or a rank's and a checkpoint's)
   parameters, group by group;
-* :func:`replay_averaged` and :func:`replay_one_worker` redo the run in one process
+* :class:`AveragedReplay` and :func:`replay_one_worker` redo the run in one process
   (per-rank batches with averaged gradients, or one worker on the global batch).
 
 It is chapter 7's analysis code; no training worker imports it.
@@ -335,51 +335,67 @@ def replay_one_worker(records: Sequence[RankRecord], config: Any) -> Replay:
                   np.asarray(recorder.step_seconds), records[0].step_epochs.copy())
 
 
-def replay_averaged(records: Sequence[RankRecord], config: Any, steps: int | None = None,
-                    reduce: str = "mean", nudge: float = 0.0) -> Replay:
-    """Do in one process what the ranks did together, step by step: each rank's
-    batch goes through the network on its own (so BatchNorm normalises over that
-    batch, as on the rank), the gradients are combined, and the optimizer makes one
-    update. ``reduce="mean"`` is ``gradients_mean=True``; ``"sum"`` is what
-    ``gradients_mean=False`` would do. ``losses`` are the per-step means of the
-    per-batch losses; ``steps`` (default: all) limits the replay. ``nudge``
-    multiplies every combined gradient by ``1 + nudge`` (e.g. ``2**-23``, one
-    float32 rounding step), to see how far such a tiny difference carries.
+class AveragedReplay:
+    """Do in one process what the ranks did together, step by step: each rank's batch
+    goes through the network on its own (so BatchNorm normalises over that batch, as
+    on the rank), the gradients are combined, and the optimizer makes one update.
+
+    The network, its gradient step and the optimizer are built and compiled once;
+    every :meth:`run` first puts back the initial weights and optimizer state (the
+    profile's seed), so replays that differ only in how the gradients are combined
+    start alike and pay for one compile (chapter 7 makes three).
     """
-    if reduce not in ("mean", "sum"):
-        raise ValueError(f"reduce: must be 'mean' or 'sum', got {reduce!r}")
-    from msresnet.training.factories import make_loss, make_model, set_context
 
-    records = sorted(records, key=lambda r: r.rank)
-    total_steps = len(records[0].losses)
-    epochs = int(max(r.step_epochs.max() for r in records))
-    steps = total_steps if steps is None else min(steps, total_steps)
-    set_context(config)
-    net, optimizer, _, _ = make_model(config, total_steps // epochs)
-    with_loss = nn.WithLossCell(net, make_loss(config))
-    with_loss.set_train(True)
-    grad_fn = _GradientStep(with_loss, optimizer.parameters)
+    def __init__(self, records: Sequence[RankRecord], config: Any) -> None:
+        from msresnet.training.factories import make_loss, make_model, set_context
 
-    # Every rank's images through the same per-image operations as the training
-    # pipeline (after its random crop and flip), once, in one fully read pipeline.
-    inputs = {record.rank: _pipeline_inputs(record.images) for record in records}
+        self.records = sorted(records, key=lambda r: r.rank)
+        self.total_steps = len(self.records[0].losses)
+        epochs = int(max(r.step_epochs.max() for r in self.records))
+        self.batch_size = config.batch_size
+        set_context(config)
+        net, self.optimizer, _, _ = make_model(config, self.total_steps // epochs)
+        self.with_loss = nn.WithLossCell(net, make_loss(config))
+        self.with_loss.set_train(True)
+        self.grad_fn = _GradientStep(self.with_loss, self.optimizer.parameters)
+        # Every rank's images through the same per-image operations as the training
+        # pipeline (after its random crop and flip), once, in one fully read pipeline.
+        self.inputs = {r.rank: _pipeline_inputs(r.images) for r in self.records}
+        state = {id(p): p for p in [*self.with_loss.get_parameters(),
+                                    *self.optimizer.get_parameters()]}
+        self.start = [(p, p.asnumpy().copy()) for p in state.values()]
 
-    def tensors(record: RankRecord, step: int) -> tuple[ms.Tensor, ms.Tensor]:
+    def _batch(self, record: RankRecord, step: int) -> tuple[ms.Tensor, ms.Tensor]:
         chosen = record.image_steps == step
-        return (ms.Tensor(inputs[record.rank][chosen]),
+        return (ms.Tensor(self.inputs[record.rank][chosen]),
                 ms.Tensor(record.labels[chosen].astype(np.int32)))
 
-    losses = []
-    for step in range(steps):
-        total, step_losses = None, []
-        for record in records:
-            loss, grads = grad_fn(*tensors(record, step))
-            step_losses.append(float(loss.asnumpy()))
-            total = grads if total is None else tuple(a + b for a, b in zip(total, grads))
-        divisor = len(records) if reduce == "mean" else 1
-        optimizer(tuple(g / divisor * (1.0 + nudge) if nudge else g / divisor for g in total))
-        losses.append(float(np.mean(step_losses)))
-    return Replay(np.asarray(losses), {p.name: p.asnumpy() for p in
-                                       with_loss.get_parameters()} |
-                  {p.name: p.asnumpy() for p in optimizer.get_parameters()},
-                  config.batch_size)
+    def run(self, steps: int | None = None, reduce: str = "mean",
+            nudge: float = 0.0) -> Replay:
+        """One replay from the initial state. ``reduce="mean"`` is
+        ``gradients_mean=True``; ``"sum"`` is what ``gradients_mean=False`` would do.
+        ``losses`` are the per-step means of the per-batch losses; ``steps``
+        (default: all) limits the replay. ``nudge`` multiplies every combined
+        gradient by ``1 + nudge`` (e.g. ``2**-23``, one float32 rounding step), to
+        see how far such a tiny difference carries."""
+        if reduce not in ("mean", "sum"):
+            raise ValueError(f"reduce: must be 'mean' or 'sum', got {reduce!r}")
+        steps = self.total_steps if steps is None else min(steps, self.total_steps)
+        for parameter, value in self.start:
+            parameter.set_data(ms.Tensor(value))
+        divisor = len(self.records) if reduce == "mean" else 1
+        losses = []
+        for step in range(steps):
+            total, step_losses = None, []
+            for record in self.records:
+                loss, grads = self.grad_fn(*self._batch(record, step))
+                step_losses.append(float(loss.asnumpy()))
+                total = grads if total is None else tuple(a + b for a, b in zip(total, grads))
+            self.optimizer(tuple(g / divisor * (1.0 + nudge) if nudge else g / divisor
+                                 for g in total))
+            losses.append(float(np.mean(step_losses)))
+        return Replay(np.asarray(losses), {p.name: p.asnumpy() for p in
+                                           self.with_loss.get_parameters()} |
+                      {p.name: p.asnumpy() for p in self.optimizer.get_parameters()},
+                      self.batch_size)
+
