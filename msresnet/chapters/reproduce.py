@@ -381,14 +381,12 @@ def reproduce(profile: str, out: Path, pairs: Sequence[Sequence[str]] = (),
     run: dict[str, Any] = {
         "profile": profile, "command": command,
         # Typed locations, for readers of the record on any machine (parameters.output_dir
-        # is this machine's absolute path): --out as given, and chapter 4's training
-        # folder relative to it.
+        # is repository-relative only inside the checkout): --out as given, and chapter
+        # 4's training folder relative to it.
         "out": given_out, "train_dir": Path(os.path.relpath(train_dir, out)).as_posix(),
         "user_parameters": as_recorded(user),
         # The chapters train in one process each: one device, so the rate the rule
         # gives one device (chapter 2), with the profile's lr_max and lr_devices beside it.
-        # Folders inside the checkout relative to it: the record reads the same on
-        # any machine (no machine's absolute paths in committed records).
         "parameters": as_recorded(for_devices(config, 1).to_dict()),
         "lr_rule": lr_rule(config, 1),
         "versions": versions(),
