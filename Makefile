@@ -1,7 +1,7 @@
 # The book's two commands (see README.md):
 #   make book   set up .venv, prepare CIFAR-10, build the HTML book
-#   make test   set up, then the tests: the unit tests (but the chapter twins), then
-#               strict nbval over every notebook, and beside them the book build
+#   make test   set up, then the tests, three groups at once: unit tests (but the
+#               chapter twins), strict nbval over every notebook, the book build
 #               with warnings as errors and the browser test
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -32,7 +32,7 @@ LOCAL_MIRROR ?= $(if $(filter environment,$(origin MSRESNET_LOCAL_MIRROR)),$(MSR
   $(wildcard $(CURDIR)/../shared/data/cifar-10-binary.tar.gz))
 export MSRESNET_LOCAL_MIRROR := $(if $(strip $(LOCAL_MIRROR)),$(abspath $(LOCAL_MIRROR)),)
 
-.PHONY: nbval-data-check venv data book test unit-then-nbval quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
+.PHONY: nbval-data-check venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
 
 venv: $(STAMP)
 
@@ -198,27 +198,17 @@ nbval-data-check:
 browser-test: system-deps book-html data
 	$(PY) -m pytest -q -m browser tests
 
-# The unit tests, then strict nbval, while the book build and the browser test run
-# beside them; each recipe's output shown when it ends (--output-sync). The unit tests
-# and strict nbval each keep both cores busy on their own (2 workers each; about 1.8
-# and 1.9 cores on average), so running them at the same time only makes them share
-# the cores at a loss: all three at once (make -j3) took 1,332 s and 2,389 CPU-s, where
-# the three one after another took 456 + 471 + 249 = 1,176 s and 1,938 CPU-s (2-core
-# AMD EPYC, 2026-12-07, the same hour). The browser test waits much of its time (about
-# 0.9 cores: Chromium, a local server), so it goes beside the other two.
+# The three at once, each recipe's output shown when it ends (--output-sync): the unit
+# tests and the browser test spend much of their time waiting (subprocesses, servers,
+# Chromium), which strict nbval's training fills, and the two cores stay busy (about
+# 90% over a fresh clone's run). The timings the chapters and tests check under that
+# load are ratios of measurements taken side by side or bounds with wide margins.
 # Tests marked chapter_twin repeat on a smaller run what a chapter asserts, and nbval
 # runs every chapter here, so they are left out (make unit-test runs them).
-TEST_UNIT_MARKERS := not browser and not params and not chapter_twin
 test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit-then-nbval browser-test
+	$(MAKE) --no-print-directory -j3 --output-sync=target \
+	  UNIT_MARKERS="not browser and not params and not chapter_twin" unit-test nbval browser-test
 	@echo "make test: all checks passed"
-
-# make test's first part: both run even when the unit tests fail, and it fails if either
-# did. The set-up is its prerequisite, so that the one make that runs both parts makes
-# the venv and the data once, before either part's own make looks at them.
-unit-then-nbval: venv data
-	u=0; $(MAKE) --no-print-directory UNIT_MARKERS="$(TEST_UNIT_MARKERS)" unit-test || u=$$?; \
-	$(MAKE) --no-print-directory nbval && exit $$u
 
 clean:
 	rm -rf _build runs node_modules $(WEB_ORT)
