@@ -73,7 +73,8 @@ module), and on a module this docstring does not name. The layers, first to last
   runtime and cuDNN or CANN), ``hardware`` (the device, NCCL or HCCL), ``speed``
   (the data, the timed training and validation steps, the projection and the
   figures cited beside it), ``command`` (the report);
-* ``deploy``: ``export`` (MINDIR, ONNX and INT8 exports of a checkpoint),
+* ``deploy``: ``onnx_session`` (onnxruntime's CPU session as the package opens it),
+  ``export`` (MINDIR, ONNX and INT8 exports of a checkpoint),
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
 * ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
   pipeline, alone and in training), ``ablation`` (chapter 10's short runs),
@@ -114,7 +115,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "storage.staging", "testing.local_s3", "storage.sync", "jobs.job", "jobs.launch",
     "jobs.ports", "jobs.worker_logs",
     "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
-    "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
+    "deploy.onnx_session", "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "experiments.onednn_trace", "chapters.helpers", "chapters.notebook", "chapters.reproduce",
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
     "commands.prepare", "commands.predict", "commands.doctor", "commands.launch", "commands.job",

@@ -435,3 +435,19 @@ def test_cli_on_real_test_images_with_the_browser_model():
     for (name, percent), row in zip(printed, probabilities):
         assert name == predict.CLASSES[int(row.argmax())]
         assert abs(float(percent) - 100 * row.max()) < 0.006
+
+
+def test_the_package_sessions_do_not_spin(monkeypatch):
+    """predict opens its ONNX sessions through one function (the INT8 test too), whose
+    worker threads sleep between operators instead of spinning (onnxruntime's default
+    spins, taking CPU from whatever else the machine runs)."""
+    from msresnet.deploy import onnx_session
+
+    model, _ = browser_model()
+    options = onnx_session.cpu_session(model).get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    opened = []
+    real = onnx_session.cpu_session
+    monkeypatch.setattr(onnx_session, "cpu_session", lambda path: opened.append(path) or real(path))
+    predict.open_model(model)
+    assert opened == [model]

@@ -244,11 +244,12 @@ def int8_test(model: str | os.PathLike[str], data_dir: str | os.PathLike[str],
     from msresnet.data.cifar10 import CLASSES, TEST_FILES, read_records
     from msresnet.data.identity import evaluation_images
     from msresnet.data.images import normalize
+    from msresnet.deploy.onnx_session import cpu_session
     from msresnet.training.factories import dataset_folder
 
     folder = dataset_folder(data_dir)
     images, labels = read_records(folder / TEST_FILES[0])
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    session = cpu_session(model)
     name = session.get_inputs()[0].name
     ranks = []
     for start in range(0, len(images), batch):

@@ -103,10 +103,10 @@ def _check_io(path: Path, input_shape: Sequence[object], output_shape: Sequence[
 
 
 def _onnx(path: Path) -> Predictor:
-    import onnxruntime as ort
+    from msresnet.deploy.onnx_session import cpu_session
 
     try:
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        session = cpu_session(path)
     except Exception as err:  # noqa: BLE001 - onnxruntime raises its own classes
         reason = " ".join(str(err).split())[:200]
         raise ModelError(f"{path}: not an ONNX model onnxruntime can load ({reason})") from None
