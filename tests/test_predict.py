@@ -451,3 +451,17 @@ def test_the_package_sessions_do_not_spin(monkeypatch):
     monkeypatch.setattr(onnx_session, "cpu_session", lambda path: opened.append(path) or real(path))
     predict.open_model(model)
     assert opened == [model]
+
+    class Opened(Exception):
+        """Stops the INT8 test once it has opened its session."""
+
+    def record_and_stop(path):
+        opened.append(path)
+        raise Opened
+
+    from msresnet.paths import REPO_ROOT
+
+    monkeypatch.setattr(onnx_session, "cpu_session", record_and_stop)
+    with pytest.raises(Opened):
+        export.int8_test(model, REPO_ROOT / "data")
+    assert opened == [model, model]
