@@ -99,6 +99,7 @@ def test_a_run_whose_loss_turns_nan_stops_with_one_line_and_no_checkpoint(tmp_pa
         [sys.executable, "-m", "msresnet", "train", "--config", "configs/cpu.yaml",
          "--train_samples", "64", "--eval_samples", "64", "--batch_size", "32",
          "--epoch_size", "2", "--warmup_epochs", "0", "--lr_max", "1e30", "--no_progress",
+         "--depth", "14",
          "--output_dir", str(tmp_path / "run")], capture_output=True, text=True,
         cwd=Path(__file__).resolve().parents[1])
     errors = [line for line in run.stderr.splitlines() if "error" in line]

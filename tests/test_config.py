@@ -114,6 +114,12 @@ def test_the_rule_checks_the_scaled_rate_once_and_names_where_it_came_from():
 
 
 # ----------------------------------------------------------------- error messages
+def test_a_depth_outside_the_family_names_the_depths_there_are():
+    with pytest.raises(ConfigError, match=r"^depth: must be one of 14, 26, 50, 101, 152, got 34 "
+                       r"\(in command-line arguments\)$"):
+        load_config("smoke", parse_overrides(["--depth", "34"]))
+
+
 def test_out_of_range_value_names_key_value_and_file(tmp_path):
     path = write(tmp_path, "batch_size: 0\n")
     with pytest.raises(ConfigError) as info:

@@ -160,7 +160,7 @@ def test_job_stages_trains_and_uploads(tmp_path, dataset_url):
     done = run_job("--data_url", data_url, "--train_url", train_url, "--config", "smoke",
                    "--cache_dir", str(tmp_path / "cache"), "--init_method", "tcp://127.0.0.1:1",
                    "--num_gpus", "1", "--epoch_size", "1", "--train_samples", "64",
-                   "--eval_samples", "64", "--no-progress")
+                   "--eval_samples", "64", "--depth", "14", "--no-progress")
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert (summary["epochs"], summary["steps"]) == (1, 2)
@@ -195,7 +195,7 @@ def tiny_archive(tmp_path_factory) -> Path:
 
 
 SMALL_RUN = ("--config", "smoke", "--epoch_size", "1", "--train_samples", "64",
-             "--eval_samples", "64", "--no-progress")
+             "--eval_samples", "64", "--depth", "14", "--no-progress")
 
 
 def _without_object_store(extra: dict[str, str]) -> dict[str, str]:

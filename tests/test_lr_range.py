@@ -42,7 +42,8 @@ def test_suggestions_read_the_smoothed_curve():
 
 @pytest.mark.slow
 def test_a_short_real_range_test_stops_at_its_steps(tmp_path):
-    config = load_config("smoke", {"train_samples": 64, "data_dir": str(REPO_ROOT / "data")})
+    config = load_config("smoke", {"train_samples": 64, "depth": 14,
+                                   "data_dir": str(REPO_ROOT / "data")})
     result = range_test(config, lr_min=1e-4, lr_max=1e-2, steps=4, diverge=1e9)
     assert len(result.lr) == len(result.loss) == 4 and not result.diverged
     assert np.all(np.isfinite(result.loss))
@@ -102,7 +103,7 @@ def test_a_loss_scaled_range_test_moves_the_weights_as_training_does(monkeypatch
     from msresnet.experiments import lr_range
     from msresnet.training import factories
 
-    config = load_config("smoke", {"train_samples": 64, "loss_scale": 1024.0,
+    config = load_config("smoke", {"train_samples": 64, "loss_scale": 1024.0, "depth": 14,
                                    "data_dir": str(REPO_ROOT / "data")})
 
     def losses() -> list[float]:

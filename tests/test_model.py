@@ -11,8 +11,9 @@ import mindspore
 from mindspore import nn
 
 from msresnet.model.flops import cell_macs, count_macs
-from msresnet.model.resnet import (NO_DECAY_NAMES, STAGES, count_parameters, param_groups, resnet50,
-                            stage_shapes)
+from msresnet.model.resnet import (DEPTHS, NO_DECAY_NAMES, STAGES, count_parameters, param_groups,
+                                   resnet50, stage_shapes)
+from msresnet.training.checkpoints import CheckpointMismatchError, check_fits
 
 # Exact counts of trainable scalars with 10 classes. The ImageNet-stem figure is
 # torchvision's resnet50 (25,557,032 with 1000 classes) minus the 1000-way
@@ -78,6 +79,42 @@ def test_init_follows_models_repo(nets):
     assert np.abs(conv).max() > 0.95 * bound
     assert np.all(net.bn1.gamma.asnumpy() == 1) and not net.bn1.beta.asnumpy().any()
     assert net.bn1.eps == pytest.approx(1e-4)                # zoo's _bn(); MindSpore default is 1e-5
+
+
+@pytest.mark.parametrize("depth,torchvision", [(101, 44_549_160), (152, 60_192_808)])
+def test_the_deeper_siblings_have_torchvisions_parameter_counts(depth, torchvision):
+    assert count_parameters(resnet50(num_classes=1000, depth=depth)) == torchvision
+
+
+def test_a_shallow_sibling_is_resnet50_with_the_later_blocks_of_each_stage_left_out(nets):
+    mindspore.set_seed(1)
+    small = resnet50(num_classes=10, depth=14)
+    assert [len(getattr(small, name)) for name, *_ in STAGES] == list(DEPTHS[14]) == [1] * 4
+    assert [blocks for _, blocks, *_ in STAGES] == list(DEPTHS[50])
+    names = {p.name for p in small.get_parameters()}
+    every = {p.name for p in nets["imagenet"].get_parameters()}
+    assert names < every  # a strict subset, the same names for the blocks it has
+    left_out = every - names
+    assert all(n.split(".")[0].startswith("layer") and n.split(".")[1] != "0" for n in left_out)
+    assert small(mindspore.Tensor(np.zeros((2, 3, 32, 32), np.float32))).shape == (2, 10)
+
+
+def test_a_checkpoint_of_one_depth_fits_no_other(nets):
+    mindspore.set_seed(1)
+    small = resnet50(num_classes=10, depth=14)
+    deep = {p.name: p for p in nets["imagenet"].get_parameters()}
+    with pytest.raises(CheckpointMismatchError, match=r"of layers the network lacks "
+                       r"\(another depth\?\): layer1\.1\.conv1\.weight"):
+        check_fits(small, {**deep, "moments.conv1.weight": deep["conv1.weight"]})
+    with pytest.raises(CheckpointMismatchError, match=r"missing \d+ parameter\(s\): layer1\.1\."):
+        check_fits(nets["imagenet"], {p.name: p for p in small.get_parameters()})
+    check_fits(small, {p.name: p for p in small.get_parameters()}
+               | {"moments.layer1.0.conv1.weight": deep["conv1.weight"]})  # optimizer state
+
+
+def test_invalid_depth_names_value():
+    with pytest.raises(ValueError, match="depth must be one of 14, 26, 50, 101, 152; got 34"):
+        resnet50(depth=34)
 
 
 def test_invalid_stem_names_value():

@@ -35,6 +35,7 @@ from msresnet.training.train import TrainError, train_and_evaluate, validation_e
 
 SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
          "nesterov": True,  # the hand-written optimizer must resume exactly too
+         "depth": 14,  # one block a stage: the mechanics, not ResNet50's 16, compile here
          "data_dir": str(REPO_ROOT / "data")}
 STEPS_PER_EPOCH = SMALL["train_samples"] // 32  # batch 32 (smoke)
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)
@@ -146,14 +147,15 @@ def test_command_line_runs_the_smoke_profile(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "msresnet", "train", "--config", "configs/smoke.yaml",
          "--train_samples", "64", "--eval_samples", "32", "--epoch_size", "1",
-         "--data_dir", "data", "--output", str(out), "--no-progress", "--valid_split", "0"],
+         "--data_dir", "data", "--output", str(out), "--no-progress", "--valid_split", "0",
+         "--depth", "14"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["epochs"] == 1 and summary["steps"] == 2
     for name in [n for n in OUTPUT_FILES if n != "test.json"] + ["resnet50-1_2.ckpt"]:
         assert (out / name).is_file(), name
-    assert "epoch_size: 1" in (out / "config.yaml").read_text()
+    assert {"epoch_size: 1", "depth: 14"} <= set((out / "config.yaml").read_text().splitlines())
     # valid_split 0, the recipe's way: validated (and chose) on the test set, no test.json
     assert json.loads((out / "best.json").read_text())["evaluated_on"]["split"] == "test"
     assert not (out / "test.json").exists() and summary["test_top1"] is None

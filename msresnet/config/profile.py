@@ -51,7 +51,7 @@ from msresnet.config.rules import (BOOL, MD5, NON_EMPTY, OPTIONAL_NON_EMPTY, SEE
                                    int_at_least, number, positive_int, rule_field)
 from msresnet.data.cifar10 import (IMAGE_SHAPE, NUM_CLASSES, OFFICIAL_URL, TEST_IMAGES,
                                    TRAIN_IMAGES)
-from msresnet.model.architecture import DATA_FORMATS, STEMS
+from msresnet.model.architecture import DATA_FORMATS, DEPTHS, STEMS
 from msresnet.model.lr_schedule import SCHEDULES
 from msresnet.paths import CONFIG_DIR, in_repo
 
@@ -125,6 +125,9 @@ class Config:
         "epoch_size: validation, test and the last epoch see image_size)")
     stem: str = rule_field("imagenet", choice(STEMS),
                        "imagenet: 7x7/2 conv + max pool; cifar: 3x3/1 conv, no pool")
+    depth: int = rule_field(50, choice(tuple(DEPTHS)),
+                        "layers of the bottleneck ResNet: 50 (the book's); 14 or 26 (one or "
+                        "two blocks a stage) check mechanics in seconds; 101, 152 deeper")
     num_classes: int = rule_field(NUM_CLASSES, int_at_least(2),
                               f"number of classes (CIFAR-10: {NUM_CLASSES})")
     zero_init_residual: bool = rule_field(

@@ -30,7 +30,8 @@ What it adds to plain ``msrun``:
   profile's count like any other field);
 * when a worker dies, the scheduler fails, or ``--timeout`` passes, every process
   of the job is stopped and the error names the rank, its exit code and the tail of
-  its log; exit code 1 (2 for a bad command line or config).
+  its log (a dead worker ends the job in about a second: msrun alone would wait for
+  its scheduler's heartbeat timeout, about 30 s); ``msresnet launch`` exits with 2.
 
 All logs (``scheduler.log``, ``worker_<rank>.log``, ``msrun.log``) go to
 ``<output>/logs`` by default, next to the checkpoints that rank 0 writes. The command
@@ -324,6 +325,16 @@ class _Job:
             elif env.get("MS_ROLE") == "MS_WORKER" and env.get("RANK_ID", "").isdigit():
                 self.ranks[child.pid] = int(env["RANK_ID"])
 
+    def worker_failed(self) -> bool:
+        """msrun logged a worker's failure. It notices within a second, but exits itself
+        only after the scheduler's heartbeat timeout (about 30 s, measured with a killed
+        worker): the job is over already, so it is stopped at once."""
+        try:
+            text = (self.log_dir / MSRUN_LOG).read_text(errors="replace")
+        except OSError:
+            return False
+        return _WORKER_EXIT.search(text) is not None
+
     def scheduler_failed(self) -> bool:
         path = self.log_dir / SCHEDULER_LOG
         try:
@@ -416,6 +427,9 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
             if timeout is not None and now - started > timeout:
                 job.stop()
                 raise _failure(job, f"timed out after {timeout:g} s")
+            if job.worker_failed():
+                job.stop()
+                raise _failure(job, "a worker failed")
             if not job.scheduler_failed():
                 scheduler_failed_at = None
             elif scheduler_failed_at is None:

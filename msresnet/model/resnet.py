@@ -54,8 +54,8 @@ from mindspore.common.initializer import TruncatedNormal, XavierUniform, initial
 from msresnet.data.cifar10 import NUM_CLASSES
 # The network's numbers live in a MindSpore-free module, shared with the PyTorch twin.
 from msresnet.model.architecture import (  # noqa: F401 - STEMS, STAGES ... re-exported
-    BN_EPS, BN_MOMENTUM, CLASSIFIER_SIGMA, DATA_FORMATS, EXPANSION, NO_DECAY_NAMES, STAGES,
-    STEM_CHANNELS, STEMS)
+    BN_EPS, BN_MOMENTUM, CLASSIFIER_SIGMA, DATA_FORMATS, DEPTHS, EXPANSION, NO_DECAY_NAMES,
+    STAGES, STEM_CHANNELS, STEMS)
 
 
 class ConvNHWC(nn.Cell):
@@ -157,12 +157,17 @@ class Bottleneck(nn.Cell):
 
 
 class ResNet50(nn.Cell):
-    """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``."""
+    """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``.
+
+    ``depth`` another key of :data:`DEPTHS` changes only the blocks per stage.
+    """
 
     def __init__(self, num_classes: int = NUM_CLASSES, stem: str = "imagenet",
                  zero_init_residual: bool = True, bn_momentum: float = BN_MOMENTUM,
-                 data_format: str = "NCHW") -> None:
+                 data_format: str = "NCHW", depth: int = 50) -> None:
         super().__init__()
+        if depth not in DEPTHS:
+            raise ValueError(f"depth must be one of {', '.join(map(str, DEPTHS))}; got {depth!r}")
         if data_format not in DATA_FORMATS:
             raise ValueError(f"data_format must be one of {DATA_FORMATS}; got {data_format!r}")
         self.nhwc = data_format == "NHWC"
@@ -183,7 +188,7 @@ class ResNet50(nn.Cell):
         self.bn1 = _bn(STEM_CHANNELS, bn_momentum, f)
         self.relu = nn.ReLU()
         in_channels = STEM_CHANNELS
-        for name, blocks, _width, out_channels, stride in STAGES:
+        for (name, _, _width, out_channels, stride), blocks in zip(STAGES, DEPTHS[depth]):
             layer = [Bottleneck(in_channels, out_channels, stride, zero_init_residual,
                                 bn_momentum, f)]
             layer += [Bottleneck(out_channels, out_channels, 1, zero_init_residual, bn_momentum,
@@ -207,7 +212,7 @@ class ResNet50(nn.Cell):
 
 def resnet50(num_classes: int = NUM_CLASSES, stem: str = "imagenet",
              zero_init_residual: bool = True, bn_momentum: float = BN_MOMENTUM,
-             data_format: str = "NCHW") -> nn.Cell:
+             data_format: str = "NCHW", depth: int = 50) -> nn.Cell:
     """Build ResNet50 v1.5; ``stem`` is ``"imagenet"`` (for 224x224 input) or ``"cifar"`` (32x32).
 
     ``zero_init_residual``: the last BatchNorm of each residual branch starts at
@@ -219,11 +224,12 @@ def resnet50(num_classes: int = NUM_CLASSES, stem: str = "imagenet",
     fast the moving statistics follow the batches, not the layout either.
     ``data_format`` ``"NHWC"`` (GPU only) runs convolutions and BatchNorm channels-last;
     the parameters, their names and shapes are NCHW's (:class:`ConvNHWC`), so the
-    checkpoints of both load into either. Raises ``ValueError`` naming the bad value
-    for an unknown stem or format.
+    checkpoints of both load into either. ``depth`` (a key of :data:`DEPTHS`) builds a
+    sibling with other block counts per stage, the same names for the blocks it has.
+    Raises ``ValueError`` naming the bad value for an unknown stem, format or depth.
     """
     return ResNet50(num_classes=num_classes, stem=stem, zero_init_residual=zero_init_residual,
-                    bn_momentum=bn_momentum, data_format=data_format)
+                    bn_momentum=bn_momentum, data_format=data_format, depth=depth)
 
 
 def _leaf(name: str) -> str:

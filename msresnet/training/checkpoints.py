@@ -231,10 +231,13 @@ def _short_list(names: list[str], limit: int = 8) -> str:
 def check_fits(net: ms.nn.Cell, params: Mapping[str, Any], source: str = "checkpoint",
                ignore: tuple[str, ...] = ()) -> None:
     """Raise :class:`CheckpointMismatchError` unless ``params`` has every parameter of
-    ``net`` (except names in ``ignore``) with the same shape.
+    ``net`` (except names in ``ignore``) with the same shape, and no parameter of a
+    layer ``net`` has that ``net`` lacks.
 
     Checked before loading so that nothing is half-loaded and the message lists every
-    offending name at once (MindSpore stops at the first shape mismatch).
+    offending name at once (MindSpore stops at the first shape mismatch). The last rule
+    stops a deeper network's checkpoint (``depth``) from loading into a shallower one,
+    its extra blocks silently dropped; optimizer state (``moments.*``) is not a layer.
     """
     missing: list[str] = []
     mismatched: list[str] = []
@@ -247,7 +250,13 @@ def check_fits(net: ms.nn.Cell, params: Mapping[str, Any], source: str = "checkp
         elif tuple(value.shape) != tuple(param.shape):
             mismatched.append(f"{param.name} (network {tuple(param.shape)}, "
                               f"checkpoint {tuple(value.shape)})")
+    own, layers = {p.name for p in net.get_parameters()}, set(net.name_cells())
+    foreign = [name for name in params
+               if name not in own and name.split(".", 1)[0] in layers and name not in ignore]
     problems = []
+    if foreign:
+        problems.append(f"{len(foreign)} parameter(s) of layers the network lacks (another "
+                        f"depth?): {_short_list(foreign)}")
     if missing:
         problems.append(f"missing {len(missing)} parameter(s): {_short_list(missing)}")
     if mismatched:

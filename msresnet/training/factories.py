@@ -160,11 +160,13 @@ def validation_images(config: Config, source: DataSource | None = None) -> dict[
 
 
 def make_network(config: Config) -> nn.Cell:
-    """ResNet50 as the config describes it, its weights drawn from ``config.seed``."""
+    """ResNet50 (or the config's ``depth``) as the config describes it, its weights drawn
+    from ``config.seed``."""
     ms.set_seed(config.seed)  # the weight initialisers draw from MindSpore's global seed
     return resnet50(num_classes=config.num_classes, stem=config.stem,
                     zero_init_residual=config.zero_init_residual,
-                    bn_momentum=config.bn_momentum, data_format=data_format(config))
+                    bn_momentum=config.bn_momentum, data_format=data_format(config),
+                    depth=config.depth)
 
 
 def data_format(config: Config) -> str:
