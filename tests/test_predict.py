@@ -22,9 +22,13 @@ from PIL import Image
 
 from msresnet.deploy import export, predict
 from msresnet.config.profile import load_config
-from msresnet.model.resnet import resnet50
+from msresnet.model.resnet import DEPTHS, resnet50
 
 BATCH = 4
+# The formats' mechanics on a 14-layer sibling of ResNet50 (config key depth), exported
+# in a fraction of the time; chapter 8 and the browser model's tests export ResNet50.
+DEPTH = 14
+CONVS = 1 + 3 * sum(DEPTHS[DEPTH]) + 4  # stem, 3 per block, a projection per stage
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +36,10 @@ def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("predict")
     run = root / "run"
     run.mkdir()
-    config = load_config("smoke")
+    config = load_config("smoke", {"depth": DEPTH})
     (run / "config.yaml").write_text(config.to_yaml())
     ms.set_seed(3)
-    net = resnet50(num_classes=10, stem=config.stem)
+    net = resnet50(num_classes=10, stem=config.stem, depth=DEPTH)
     net.set_train(False)
     ms.save_checkpoint(net, str(run / "best.ckpt"))
     loaded = export.network_for(run / "best.ckpt", export.run_config(run / "best.ckpt"))
@@ -277,7 +281,7 @@ def test_batch_symbol_and_reshape_refusal(models, tmp_path):
     model = predict.open_model(dynamic)
     assert model.batch_size is None
     counts = export.operator_counts(dynamic)
-    assert counts["Conv"] == 53 and "Reshape" not in counts
+    assert counts["Conv"] == CONVS and "Reshape" not in counts
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
     shape = helper.make_tensor("s", TensorProto.INT64, [2], [2, 4])
@@ -386,8 +390,9 @@ def test_unsigned_weights_are_the_same_numbers(models, tmp_path, pictures):
     inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures])
     signed = export.quantize_int8(dynamic, tmp_path / "int8.onnx", [inputs[:4], inputs[4:]])
     unsigned = export.unsigned_weights(signed, tmp_path / "uint8.onnx")
-    assert export.weight_types(signed) == {"int32": 54, "int8": 54}
-    assert export.weight_types(unsigned) == {"int32": 54, "uint8": 54}
+    layers = CONVS + 1  # and the classifier
+    assert export.weight_types(signed) == {"int32": layers, "int8": layers}
+    assert export.weight_types(unsigned) == {"int32": layers, "uint8": layers}
 
     def weights(path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each quantized weight as (integer value - zero point, scale)."""
@@ -402,7 +407,7 @@ def test_unsigned_weights_are_the_same_numbers(models, tmp_path, pictures):
         return found
 
     pairs = list(zip(weights(signed), weights(unsigned)))
-    assert len(pairs) == 54
+    assert len(pairs) == layers
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in pairs)
     exact = ort.SessionOptions()
     exact.add_session_config_entry("session.disable_quant_qdq", "1")
