@@ -120,7 +120,7 @@ MINDSPORE_FREE_MODULES = frozenset({
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
     "commands.prepare", "commands.predict", "commands.doctor", "commands.launch", "commands.job",
     "commands.sync", "commands.reproduce", "commands.results_page", "commands.lab", "commands.bench",
-    "commands.pipeline_bench", "commands.ablation", "commands.local_s3",
+    "commands.pipeline_bench", "commands.ablation", "commands.local_s3", "commands.train",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -13,15 +13,15 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from mindspore.train import Callback
+from typing import TYPE_CHECKING, Any
 
 from msresnet.command_line import ArgumentParser, first_word, one_profile
 from msresnet.config.profile import ConfigError, available_profiles, parse_overrides
 from msresnet.config.run import build_run_config
 from msresnet.training.distributed import DUMP_VARIABLE
-from msresnet.training.train import train_and_evaluate
+
+if TYPE_CHECKING:
+    from mindspore.train import Callback
 
 
 def callbacks_from_environment(environ: Mapping[str, str] | None = None) -> list[Callback]:
@@ -86,8 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile, overrides, stop, progress = parse_args(argv)
-    result = train_and_evaluate(build_run_config(profile, overrides), stop_after_epoch=stop,
-                                progress=progress, extra_callbacks=callbacks_from_environment())
+    config = build_run_config(profile, overrides)
+    # MindSpore loads only now (about 2.5 s of CPU): a typo in the command fails first
+    from msresnet.training.train import train_and_evaluate
+
+    result = train_and_evaluate(config, stop_after_epoch=stop, progress=progress,
+                                extra_callbacks=callbacks_from_environment())
     best = result.best or {}
     print(json.dumps({"output_dir": str(result.output_dir), "epochs": result.epochs,
                       "steps": result.steps, "seconds": result.seconds,
