@@ -39,7 +39,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     config = load_config("smoke", {"depth": DEPTH})
     (run / "config.yaml").write_text(config.to_yaml())
     ms.set_seed(3)
-    net = resnet50(num_classes=10, stem=config.stem, depth=DEPTH)
+    net = resnet50(num_classes=10, stem=config.stem, depth=config.depth)
     net.set_train(False)
     ms.save_checkpoint(net, str(run / "best.ckpt"))
     loaded = export.network_for(run / "best.ckpt", export.run_config(run / "best.ckpt"))

@@ -35,7 +35,7 @@ from msresnet.training.train import TrainError, train_and_evaluate, validation_e
 
 SMALL = {"train_samples": 128, "eval_samples": 64, "epoch_size": 2, "ema_decay": 0.9,
          "nesterov": True,  # the hand-written optimizer must resume exactly too
-         "depth": 14,  # one block a stage: the mechanics, not ResNet50's 16, compile here
+         "depth": 14,  # one block a stage (ResNet50: 16): the mechanics compile fast
          "data_dir": str(REPO_ROOT / "data")}
 STEPS_PER_EPOCH = SMALL["train_samples"] // 32  # batch 32 (smoke)
 pytestmark = pytest.mark.slow  # training runs (the few quick checks here come along)

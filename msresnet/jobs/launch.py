@@ -30,8 +30,9 @@ What it adds to plain ``msrun``:
   profile's count like any other field);
 * when a worker dies, the scheduler fails, or ``--timeout`` passes, every process
   of the job is stopped and the error names the rank, its exit code and the tail of
-  its log (a dead worker ends the job in about a second: msrun alone would wait for
-  its scheduler's heartbeat timeout, about 30 s); ``msresnet launch`` exits with 2.
+  its log (a dead worker ends the job within seconds of msrun logging it: msrun
+  alone would wait for its scheduler's heartbeat timeout, about 30 s);
+  ``msresnet launch`` exits with 2.
 
 All logs (``scheduler.log``, ``worker_<rank>.log``, ``msrun.log``) go to
 ``<output>/logs`` by default, next to the checkpoints that rank 0 writes. The command

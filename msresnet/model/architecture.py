@@ -1,5 +1,6 @@
-"""ResNet50's shape as numbers (and its siblings' block counts), without MindSpore: what :mod:`msresnet.model.resnet`
-builds and what a twin of the network in another framework must build too.
+"""ResNet50's shape as numbers (and its siblings' block counts), without MindSpore:
+what :mod:`msresnet.model.resnet` builds and what a twin of the network in another
+framework must build too.
 
 ``scripts/gpu/twin.py`` (the PyTorch twin of a profile) reads these instead of
 keeping its own copy, so the two networks cannot drift apart.
@@ -19,9 +20,9 @@ STAGES: tuple[tuple[str, int, int, int, int], ...] = (
     ("layer3", 6, 256, 1024, 2),
     ("layer4", 3, 512, 2048, 2),
 )
-DEPTHS: dict[int, tuple[int, int, int, int]] = {
-    14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
-    152: (3, 8, 36, 3)}
+DEPTHS: dict[int, tuple[int, ...]] = {
+    14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: tuple(blocks for _, blocks, *_ in STAGES),
+    101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 """Bottleneck blocks per stage of each depth (3 layers a block, plus the stem's convolution
 and the classifier). 50 is the book's network (the counts in :data:`STAGES`); 101 and 152
 are the deeper ones of the same family; 14 and 26 keep every stage, shape and parameter

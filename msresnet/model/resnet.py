@@ -159,7 +159,7 @@ class Bottleneck(nn.Cell):
 class ResNet50(nn.Cell):
     """ResNet50 v1.5: stem, four bottleneck stages ``[3, 4, 6, 3]``, average pool, ``end_point``.
 
-    ``depth`` another key of :data:`DEPTHS` changes only the blocks per stage.
+    Another ``depth`` (a key of :data:`DEPTHS`) changes only the blocks per stage.
     """
 
     def __init__(self, num_classes: int = NUM_CLASSES, stem: str = "imagenet",

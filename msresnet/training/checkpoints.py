@@ -237,11 +237,14 @@ def check_fits(net: ms.nn.Cell, params: Mapping[str, Any], source: str = "checkp
     Checked before loading so that nothing is half-loaded and the message lists every
     offending name at once (MindSpore stops at the first shape mismatch). The last rule
     stops a deeper network's checkpoint (``depth``) from loading into a shallower one,
-    its extra blocks silently dropped; optimizer state (``moments.*``) is not a layer.
+    whose extra blocks would otherwise be dropped without a word; optimizer state
+    (``moments.*``) is not a layer.
     """
     missing: list[str] = []
     mismatched: list[str] = []
+    own: set[str] = set()
     for param in net.get_parameters():
+        own.add(param.name)
         if param.name in ignore:
             continue
         value = params.get(param.name)
@@ -250,7 +253,7 @@ def check_fits(net: ms.nn.Cell, params: Mapping[str, Any], source: str = "checkp
         elif tuple(value.shape) != tuple(param.shape):
             mismatched.append(f"{param.name} (network {tuple(param.shape)}, "
                               f"checkpoint {tuple(value.shape)})")
-    own, layers = {p.name for p in net.get_parameters()}, set(net.name_cells())
+    layers = set(net.name_cells())
     foreign = [name for name in params
                if name not in own and name.split(".", 1)[0] in layers and name not in ignore]
     problems = []
