@@ -85,6 +85,8 @@ class PageReport:
     images_checked: int = 0
     external_links: int = 0
     problems: list[str] = field(default_factory=list)
+    sidebar: dict[str, str] = field(default_factory=dict)  # sidebar_titles, same visit
+    layout: PageLayout | None = None  # page_layout at layout_width, same visit
 
 
 # --------------------------------------------------------------------------- server
@@ -204,8 +206,12 @@ def stub_external_requests(context) -> list[str]:
     return external
 
 
-def check_page(context, url: str, links: LinkChecker, settle_ms: int = 300) -> PageReport:
-    """Load ``url`` in a new tab and report console errors, broken links and images."""
+def check_page(context, url: str, links: LinkChecker, settle_ms: int = 300,
+               layout_width: int | None = None) -> PageReport:
+    """Load ``url`` in a new tab and report console errors, broken links and images,
+    and the sidebar's titles; with ``layout_width``, also what :func:`page_layout`
+    finds at that width, measured last in the same visit (a page load in Chromium is
+    most of the browser test's CPU time, and the page is the same each time)."""
     report = PageReport(url=url)
     page = context.new_page()
     page.on("console", lambda message: report.problems.append(
@@ -214,6 +220,8 @@ def check_page(context, url: str, links: LinkChecker, settle_ms: int = 300) -> P
     page.on("requestfailed", lambda request: report.problems.append(
         f"request failed: {request.url} ({request.failure})") if links.is_internal(request.url) else None)
     try:
+        if layout_width:
+            page.set_viewport_size({"width": layout_width, "height": 900})
         response = page.goto(url, wait_until="load")
         if response is None or response.status != 200:
             report.problems.append(f"page answered HTTP {response.status if response else 'nothing'}")
@@ -221,26 +229,32 @@ def check_page(context, url: str, links: LinkChecker, settle_ms: int = 300) -> P
 
         report.title = page.title()
         report.h1 = page.evaluate(_H1_JS)
-
+        report.sidebar = _sidebar(page)
         for image in page.evaluate(_IMAGES_JS):
             report.images_checked += 1
             if not (image["width"] > 0 and image["height"] > 0):
                 report.problems.append(f"image did not load: {image['src']}")
-
-        hrefs = page.eval_on_selector_all("a[href]", "elements => elements.map(e => e.href)")
-        for href in sorted(set(hrefs)):
-            if not href.startswith(("http://", "https://")):
-                continue  # mailto:, javascript:
-            if not links.is_internal(href):
-                report.external_links += 1
-                continue
-            report.links_checked += 1
-            why = links.problem(href)
-            if why:
-                report.problems.append(f"broken link {href} ({why})")
+        _check_links(page, links, report)
+        if layout_width:
+            report.layout = _measure_layout(page)  # opens every <details>: last
     finally:
         page.close()
     return report
+
+
+def _check_links(page, links: LinkChecker, report: PageReport) -> None:
+    """Every internal link of the page answers (:class:`LinkChecker`); external ones counted."""
+    hrefs = page.eval_on_selector_all("a[href]", "elements => elements.map(e => e.href)")
+    for href in sorted(set(hrefs)):
+        if not href.startswith(("http://", "https://")):
+            continue  # mailto:, javascript:
+        if not links.is_internal(href):
+            report.external_links += 1
+            continue
+        report.links_checked += 1
+        why = links.problem(href)
+        if why:
+            report.problems.append(f"broken link {href} ({why})")
 
 
 # Every <details> opened (collapsed hide-input/hide-cell cells, dropdowns) so what
@@ -378,13 +392,18 @@ def page_layout(context, url: str, width: int) -> PageLayout:
     try:
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(url, wait_until="load")
-        page.evaluate("document.fonts.ready.then(() => null)")
-        clipped = _clipped_lines(page.evaluate(_CLIPPED_JS, list(CLIPPED_SELECTORS)))
-        figures = page.evaluate(_FIGURES_JS)
-        cut = page.evaluate(_CUT_LINKS_JS) + page.evaluate(_SILENT_SCROLL_JS)
-        result = page.evaluate(_PAGE_OVERFLOW_JS)  # opens every <details>: last
+        return _measure_layout(page)
     finally:
         page.close()
+
+
+def _measure_layout(page) -> PageLayout:
+    """:func:`page_layout`'s measurements on a loaded page (it opens every ``<details>``)."""
+    page.evaluate("document.fonts.ready.then(() => null)")
+    clipped = _clipped_lines(page.evaluate(_CLIPPED_JS, list(CLIPPED_SELECTORS)))
+    figures = page.evaluate(_FIGURES_JS)
+    cut = page.evaluate(_CUT_LINKS_JS) + page.evaluate(_SILENT_SCROLL_JS)
+    result = page.evaluate(_PAGE_OVERFLOW_JS)  # opens every <details>: last
     return PageLayout(result["scroll"], result["found"], cut, figures, clipped)
 
 
@@ -442,12 +461,16 @@ def sidebar_titles(context, url: str) -> dict[str, str]:
     page = context.new_page()
     try:
         page.goto(url, wait_until="load")
-        entries = page.eval_on_selector_all(
-            "nav.bd-docs-nav a.reference.internal",
-            "links => links.map(a => [a.href.split('#')[0], a.textContent.replace(/\\s+/g, ' ').trim()])")
+        return _sidebar(page)
     finally:
         page.close()
-    return dict(entries)
+
+
+def _sidebar(page) -> dict[str, str]:
+    """:func:`sidebar_titles` of a loaded page."""
+    return dict(page.eval_on_selector_all(
+        "nav.bd-docs-nav a.reference.internal",
+        "links => links.map(a => [a.href.split('#')[0], a.textContent.replace(/\\s+/g, ' ').trim()])"))
 
 
 def search(context, base_url: str, word: str, timeout_ms: int = 30_000) -> list[str]:

@@ -111,10 +111,11 @@ _REPORTS: dict[str, browser_check.PageReport] = {}
 
 def page_report(book, url: str) -> browser_check.PageReport:
     """One visit's report per page, shared by the tests that read it (a visit is the
-    slow part, and a page answers the same each time)."""
+    slow part, and a page answers the same each time): its console, links, images,
+    titles and sidebar, and its layout at 1280 px."""
     if url not in _REPORTS:
         context, links, _ = book
-        _REPORTS[url] = browser_check.check_page(context, url, links)
+        _REPORTS[url] = browser_check.check_page(context, url, links, layout_width=1280)
     return _REPORTS[url]
 
 
@@ -127,12 +128,11 @@ def test_page_loads_cleanly(book, base_url: str, stem: str) -> None:
 
 @pytest.mark.parametrize("stem", PAGES)
 def test_page_title_matches_toc(book, base_url: str, stem: str) -> None:
-    context, _, _ = book
     expected = NUMBERS.get(stem, "") + source_title(stem)
     url = f"{base_url}{stem}.html"
-    sidebar = browser_check.sidebar_titles(context, url)
-    assert sidebar.get(url) == expected, f"sidebar entry for {stem}: {sidebar.get(url)!r}"
     report = page_report(book, url)
+    sidebar = report.sidebar
+    assert sidebar.get(url) == expected, f"sidebar entry for {stem}: {sidebar.get(url)!r}"
     assert report.h1 == expected, f"{stem}: <h1> {report.h1!r}, TOC title {expected!r}"
     assert report.title.startswith(f"{expected} \u2014 "), f"{stem}: <title> {report.title!r}"
 
@@ -164,6 +164,8 @@ _LAYOUTS: dict[tuple[str, int], browser_check.PageLayout] = {}
 
 
 def _layout(book, base_url: str, stem: str, width: int) -> browser_check.PageLayout:
+    if width == 1280:  # measured in the visit page_report makes
+        return page_report(book, f"{base_url}{stem}.html").layout
     if (stem, width) not in _LAYOUTS:
         context, _, _ = book
         _LAYOUTS[stem, width] = browser_check.page_layout(context, f"{base_url}{stem}.html",
