@@ -153,7 +153,7 @@ def run_job(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str
 # what the job printed; tests/test_nbval_outputs.py greps the files it wrote), so
 # make test leaves this twin out and make unit-test runs it (pyproject.toml).
 @pytest.mark.slow
-@pytest.mark.chapter_twin
+@pytest.mark.twin
 def test_job_stages_trains_and_uploads(tmp_path, dataset_url):
     bucket, data_url = dataset_url
     train_url = f"obs://{bucket}/runs/smoke/"

@@ -61,9 +61,13 @@ def test_every_legend_in_the_chapters_and_the_drawing_code_names_its_place():
 
 
 @pytest.mark.slow
+@pytest.mark.twin  # make test: its nbval runs every chapter beside the other two groups
 def test_a_chapter_passes_strict_nbval_while_every_core_is_busy(tmp_path):
     """Chapter 2 (the one whose legend warning failed a fresh clone) under strict nbval,
-    with one busy-looping process per core running beside it the whole time."""
+    with one busy-looping process per core running beside it the whole time. In
+    ``make test`` the unit and browser groups keep both cores busy while nbval runs
+    every chapter, so the loops would only take CPU from them; ``make unit-test``
+    runs this."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(os.cpu_count() or 2)]
     try:

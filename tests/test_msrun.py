@@ -51,7 +51,7 @@ def _python_launch(*args: str, cwd: Path = REPO_ROOT, **kwargs) -> subprocess.Po
 # 0 writes, disjoint shards, identical weights, averaged gradients replayed), and strict
 # nbval runs it in the test command; there these tests would only repeat it on a
 # smaller job, so make test leaves them out and make unit-test runs them.
-CHAPTER_TWIN = pytest.mark.chapter_twin
+TWIN = pytest.mark.twin
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def job(tmp_path_factory):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
-@CHAPTER_TWIN
+@TWIN
 def test_every_worker_trained_with_the_launchers_checked_config(job):
     """The job folder holds the config the launcher checked, which the workers
     loaded: the run's own record (config.yaml, written by rank 0) is the same config,
@@ -97,7 +97,7 @@ def test_every_worker_trained_with_the_launchers_checked_config(job):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
-@CHAPTER_TWIN
+@TWIN
 def test_both_ranks_ran_to_the_end(job):
     result = job["result"]
     assert sorted(result.worker_logs) == [0, 1]  # msrun returned 0: every worker exited 0
@@ -118,7 +118,7 @@ def test_both_ranks_ran_to_the_end(job):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
-@CHAPTER_TWIN
+@TWIN
 def test_only_rank_0_writes_checkpoints_and_history(job):
     output, result = job["output"], job["result"]
     checkpoints = sorted(p.name for p in output.glob("resnet50-*.ckpt"))
@@ -133,7 +133,7 @@ def test_only_rank_0_writes_checkpoints_and_history(job):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
-@CHAPTER_TWIN
+@TWIN
 def test_ranks_read_disjoint_shards(job):
     from msresnet.ranks.analysis import SampleIndex, load_ranks, shard_overlap
 
@@ -150,7 +150,7 @@ def test_ranks_read_disjoint_shards(job):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
-@CHAPTER_TWIN
+@TWIN
 def test_parameters_are_identical_across_ranks(job):
     from msresnet.ranks.analysis import compare_parameters, load_ranks
 
@@ -170,7 +170,7 @@ def test_parameters_are_identical_across_ranks(job):
 @pytest.mark.slow
 @needs_data
 @pytest.mark.timeout(1200)
-@CHAPTER_TWIN
+@TWIN
 def test_gradients_are_averaged_not_summed(job):
     """Replaying the ranks' batches in one process with averaged gradients gives the
     job's losses to rounding; summed gradients (gradients_mean=False) do not. The

@@ -84,7 +84,7 @@ def test_every_format_gives_the_checkpoint_probabilities(models, pictures):
     assert np.abs(results["onnx"] - results["ckpt"]).max() < 1e-5
 
 
-@pytest.mark.chapter_twin  # chapter 8 asserts it on its own export (array_equal)
+@pytest.mark.twin  # chapter 8 asserts it on its own export (array_equal)
 def test_mindir_is_the_checkpoint_bit_for_bit_at_its_batch(models, pictures):
     inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures[:BATCH]])
     ckpt = predict.open_model(models["ckpt"]).logits(inputs)
@@ -292,7 +292,7 @@ def test_batch_symbol_and_reshape_refusal(models, tmp_path):
         export.make_batch_dynamic(tmp_path / "reshape.onnx", tmp_path / "out.onnx")
 
 
-@pytest.mark.chapter_twin  # chapter 8 asserts both of its INT8 models (size, agreement)
+@pytest.mark.twin  # chapter 8 asserts both of its INT8 models (size, agreement)
 def test_int8_is_smaller_and_close(models, tmp_path, pictures):
     dynamic = export.make_batch_dynamic(models["onnx"], tmp_path / "dyn.onnx")
     inputs = np.stack([predict.model_input(predict.read_image(p), 32) for p in pictures])

@@ -24,7 +24,9 @@ Three changes keep it fast and offline, none of them in what is checked:
 * ``msresnet prepare`` takes the repository's prepared CIFAR-10 folder as its
   ``--source`` instead of downloading the archive (the copy it makes is what the
   doctor then reads, at the profile's default place).
-* ``msresnet doctor`` times 3 training steps (``--steps 3``) instead of 30.
+* ``msresnet doctor`` times 3 training steps at batch 8 instead of 30 at 64, and
+  writes its record (``--json``), which is held to what ``tests/test_doctor.py``
+  asks of the same command (:func:`test_doctor.check_timed_cpu_run`).
 
 The package must be imported from the unpacked folder, not from this checkout; a
 file the archive lacks then fails the run (checked at the end of
@@ -37,6 +39,7 @@ unpacked archive takes the chapters back from it.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -54,6 +57,7 @@ from packaging.utils import canonicalize_name
 
 import browser_check
 from prerequisites import DATA_DIR, needs_data
+from test_doctor import DOCTOR_TIMING, check_timed_cpu_run
 
 pytestmark = pytest.mark.browser
 
@@ -77,7 +81,7 @@ PAGE_COMMANDS = [
 ADDED = {
     "pip install -e .": " --no-index --no-build-isolation",
     "msresnet prepare --root data": f" --source {DATA_DIR} --quiet",
-    "msresnet doctor --profile cpu": " --steps 3",
+    "msresnet doctor --profile cpu": " " + " ".join([*DOCTOR_TIMING, "--json", "doctor.json"]),
 }
 """What the test adds to a command of the page (see the module docstring)."""
 
@@ -276,6 +280,7 @@ def test_from_the_page_to_a_checked_machine(commands: list[str], tmp_path: Path)
     assert re.search(r"^ok +data: 50,000 train, 10,000 test images in .*data/cifar-10-batches-bin",
                      result.stdout, re.M), result.stdout
     unpacked = tmp_path / FOLDER
+    check_timed_cpu_run(result.stdout, json.loads((unpacked / "doctor.json").read_text()))
     where = subprocess.run([str(unpacked / ".venv" / "bin" / "python"), "-c",
                             "import msresnet; print(msresnet.__file__)"], cwd=tmp_path,
                            capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
