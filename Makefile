@@ -37,8 +37,8 @@ export MSRESNET_LOCAL_MIRROR := $(if $(strip $(LOCAL_MIRROR)),$(abspath $(LOCAL_
 # few hundred Python processes of make test compiles the package's modules it imports
 # again (all of msresnet/: 0.25 CPU-s), and each pytest process rewrites and compiles
 # every test module it collects (tests/: 2.9 CPU-s). With the cache the first process
-# writes them (__pycache__/, ignored by git) and the others read them. The venv's own
-# files are compiled at install (uv --compile-bytecode, below) either way.
+# writes them (__pycache__/, ignored by git) and the others read them. The venv's
+# packages are compiled at install (below).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: nbval-data-check venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
@@ -49,11 +49,11 @@ venv: $(STAMP)
 # unpacks and byte-compiles on every core. requirements.txt took 34 s that way where
 # pip took 153 s, and compileall 20 s more (2-core AMD EPYC, 2026-12-07): the same
 # packages at the same versions, less what requirements-exclude.txt names (see
-# there). Byte-compiled at install, always: where PYTHONDONTWRITEBYTECODE=1 is set
-# (as on this project's machines) nothing would ever write the .pyc files, and every
-# process of the tests would compile what it imports again (import mindspore: 4.7 s
-# instead of 1.9 s; measured 2026-12-03). uv reads neither pip's configuration nor
-# PIP_INDEX_URL: behind a package mirror, set UV_DEFAULT_INDEX to it.
+# there). Byte-compiled at install, on every core: otherwise the first processes of
+# the tests would compile what they import, several at once (import mindspore: 4.7 s
+# instead of 1.9 s; measured 2026-12-03), and outside make, where
+# PYTHONDONTWRITEBYTECODE=1 is set, every process would. uv reads neither pip's
+# configuration nor PIP_INDEX_URL: behind a package mirror, set UV_DEFAULT_INDEX to it.
 UV_VERSION := 0.13.9
 UV := $(VENV)/bin/uv
 UV_INSTALL := $(UV) pip install --quiet --python $(PY)

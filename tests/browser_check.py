@@ -85,7 +85,7 @@ class PageReport:
     images_checked: int = 0
     external_links: int = 0
     problems: list[str] = field(default_factory=list)
-    sidebar: dict[str, str] = field(default_factory=dict)  # sidebar_titles, same visit
+    sidebar: dict[str, str] = field(default_factory=dict)  # the sidebar's titles (_sidebar)
     layout: PageLayout | None = None  # page_layout at layout_width, same visit
 
 
@@ -456,18 +456,8 @@ _CUT_LINKS_JS = """() => {
 }"""
 
 
-def sidebar_titles(context, url: str) -> dict[str, str]:
-    """The book's table of contents as the sidebar of ``url`` shows it: page URL -> text."""
-    page = context.new_page()
-    try:
-        page.goto(url, wait_until="load")
-        return _sidebar(page)
-    finally:
-        page.close()
-
-
 def _sidebar(page) -> dict[str, str]:
-    """:func:`sidebar_titles` of a loaded page."""
+    """The book's table of contents as the sidebar of a loaded page shows it: page URL -> text."""
     return dict(page.eval_on_selector_all(
         "nav.bd-docs-nav a.reference.internal",
         "links => links.map(a => [a.href.split('#')[0], a.textContent.replace(/\\s+/g, ' ').trim()])"))

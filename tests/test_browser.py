@@ -262,7 +262,7 @@ def test_intro_numbers_the_chapters(book, base_url: str) -> None:
     """The intro's table of chapters and the prose pages name chapters by their number
     (Sphinx's {numref}, from _toc.yml's numbering), as the sidebar does."""
     context, _, _ = book
-    sidebar = browser_check.sidebar_titles(context, f"{base_url}{PAGES[0]}.html")
+    sidebar = page_report(book, f"{base_url}{PAGES[0]}.html").sidebar
     page = context.new_page()
     try:
         page.goto(f"{base_url}{PAGES[0]}.html", wait_until="load")
@@ -305,8 +305,7 @@ def test_no_file_name_is_linked_as_a_web_address(built_html: Path) -> None:
 
 
 def test_sidebar_lists_exactly_the_toc(book, base_url: str) -> None:
-    context, _, _ = book
-    sidebar = browser_check.sidebar_titles(context, f"{base_url}{PAGES[0]}.html")
+    sidebar = page_report(book, f"{base_url}{PAGES[0]}.html").sidebar
     listed = [urllib.parse.urlsplit(url).path.lstrip("/").removesuffix(".html") for url in sidebar]
     assert listed == PAGES
 
