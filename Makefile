@@ -37,31 +37,45 @@ export MSRESNET_LOCAL_MIRROR := $(if $(strip $(LOCAL_MIRROR)),$(abspath $(LOCAL_
 # few hundred Python processes of make test compiles the package's modules it imports
 # again (all of msresnet/: 0.25 CPU-s), and each pytest process rewrites and compiles
 # every test module it collects (tests/: 2.9 CPU-s). With the cache the first process
-# writes them (__pycache__/, ignored by git) and the others read them. The venv's
-# packages are compiled at install (below).
+# writes them (__pycache__/, ignored by git) and the others read them. So are the
+# venv's packages, which are not compiled at install (below).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: nbval-data-check venv data book test quick-test quick-test-record compat-test param-test unit-test reproduce-test nbval book-html browser-test system-deps clean web-deps browser-model
 
 venv: $(STAMP)
 
-# The installer is uv (pinned here, put into the venv by its own pip): it resolves,
-# unpacks and byte-compiles on every core. requirements.txt took 34 s that way where
-# pip took 153 s, and compileall 20 s more (2-core AMD EPYC, 2026-12-07): the same
-# packages at the same versions, less what requirements-exclude.txt names (see
-# there). Byte-compiled at install, on every core: otherwise the first processes of
-# the tests would compile what they import, several at once (import mindspore: 4.7 s
-# instead of 1.9 s; measured 2026-12-03), and outside make, where
-# PYTHONDONTWRITEBYTECODE=1 is set, every process would. uv reads neither pip's
-# configuration nor PIP_INDEX_URL: behind a package mirror, set UV_DEFAULT_INDEX to it.
+# The installer is uv (pinned here, put into the venv by its own pip): it resolves
+# and unpacks on every core. requirements.txt took 34 s that way where pip took 153 s
+# (2-core AMD EPYC, 2026-12-07): the same packages at the same versions, less what
+# requirements-exclude.txt names (see there). Not byte-compiled at install: that
+# compiled all 15,467 files of the venv in 43 s on both cores (86 CPU-s) before any
+# test could start, where the tests import about 2,700 of them. Those are compiled
+# once after the install (PYCACHE_WARM, below) and the rest when a process under make
+# first imports it (the byte-code cache above). Outside make, where
+# PYTHONDONTWRITEBYTECODE=1 is set (this project's machines), a process compiles
+# what no make run has cached yet.
+# uv reads neither pip's configuration nor PIP_INDEX_URL: behind a package mirror,
+# set UV_DEFAULT_INDEX to it.
 UV_VERSION := 0.13.9
 UV := $(VENV)/bin/uv
 UV_INSTALL := $(UV) pip install --quiet --python $(PY)
 $(STAMP): requirements.txt requirements-exclude.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV_INSTALL) --compile-bytecode --excludes requirements-exclude.txt -r requirements.txt
+	$(UV_INSTALL) --excludes requirements-exclude.txt -r requirements.txt
 	$(UV_INSTALL) --no-deps -e .
+	touch $@
+
+# The .pyc of what the tests import, written once, by one process, right after the
+# install (which compiles nothing, above): otherwise the first processes of make
+# test, started together, would each compile the same 2,700 files (6 at once: 44
+# CPU-s more than with the cache written; this import alone: 17 CPU-s, measured
+# 2026-12-07). Under make -j it runs beside data, web-deps and the book build.
+PYCACHE_WARM := $(VENV)/.pycache-written
+$(PYCACHE_WARM): $(STAMP)
+	$(PY) -c "import msresnet.training.train, msresnet.deploy.export, matplotlib.pyplot, \
+	  onnxruntime, onnx, nbval.plugin, xdist, ipykernel.kernelapp, playwright.sync_api, moto"
 	touch $@
 
 data: venv
@@ -114,7 +128,7 @@ book: data book-html
 # The edit-test loop: the unit tests that neither train, launch msrun nor run
 # notebooks (tests marked slow are the exceptions; see pyproject.toml).
 QUICK_MARKERS := not slow and not browser and not params
-quick-test: venv data
+quick-test: venv data $(PYCACHE_WARM)
 	$(PY) -m pytest -q -m "$(QUICK_MARKERS)" \
 	  $(if $(filter 0,$(UNIT_WORKERS)),,-n $(UNIT_WORKERS) --dist loadfile) tests
 
@@ -155,7 +169,7 @@ compat-test: data
 # (idle 2-core Intel Xeon, 2026-12-01). UNIT_WORKERS=0 runs them one at a time.
 UNIT_WORKERS ?= 2
 UNIT_MARKERS ?= not browser and not params
-unit-test: venv data
+unit-test: venv data $(PYCACHE_WARM)
 	$(PY) -m pytest -q --durations=40 -m "$(UNIT_MARKERS)" \
 	  $(if $(filter 0,$(UNIT_WORKERS)),,-n $(UNIT_WORKERS) --dist loadfile) tests
 
@@ -189,7 +203,7 @@ $(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json: data/cifar-10-batches-bin/.pr
 NBVAL_ENV := MSRESNET_DATA_DIR=$(NBVAL_DATA) MSRESNET_METRICS_DIR=$(CURDIR)/runs/nbval-metrics \
   MSRESNET_NBVAL_OUTPUTS=$(CURDIR)/runs/nbval-outputs \
   LOCAL_S3_ACCESS_KEY_ID=AKIANBVALCANARY4X7Q LOCAL_S3_SECRET_ACCESS_KEY=nbval-canary-secret-R8tW2mK5pZ9vL3xQ
-nbval: nbval-data-check venv data $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json)
+nbval: nbval-data-check venv data $(PYCACHE_WARM) $(if $(filter data,$(NBVAL_DATA)),,$(NBVAL_DATA)/cifar-10-batches-bin/.prepared.json)
 	rm -rf runs/nbval-metrics runs/nbval-outputs
 	$(NBVAL_ENV) $(PY) -m pytest -q --durations=12 $(NBVAL) \
 	  $(if $(filter 0,$(NBVAL_WORKERS)),,-n $(NBVAL_WORKERS)) $(NOTEBOOKS)
@@ -204,7 +218,7 @@ nbval-data-check:
 
 # data: tests/test_source_archive.py installs the book's source archive from the setup
 # page and runs msresnet doctor --profile cpu on a copy of data/ (as prepare would).
-browser-test: system-deps book-html data
+browser-test: system-deps book-html data $(PYCACHE_WARM)
 	$(PY) -m pytest -q -m browser tests
 
 # The three at once, each recipe's output shown when it ends (--output-sync): the unit
