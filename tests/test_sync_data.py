@@ -108,7 +108,9 @@ def test_timeout_is_honoured(tmp_path, dataset):
         with pytest.raises(sync.SyncTimeoutError, match=f"process {holder.pid}"):
             sync.sync_data(src, tmp_path / "d", job="job-3", world=2, timeout=1.0,
                            poll_interval=0.05)
-        assert 1.0 <= time.monotonic() - started < 5.0
+        # at its 1 s timeout, not when the holder ends (30 s): the upper bound is wide
+        # so that a loaded machine cannot fail it
+        assert 1.0 <= time.monotonic() - started < 15.0
     finally:
         holder.kill()
         holder.wait()
