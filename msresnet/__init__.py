@@ -78,6 +78,7 @@ module), and on a module this docstring does not name. The layers, first to last
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
 * ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
   pipeline, alone and in training), ``ablation`` (chapter 10's short runs),
+  ``range_inputs`` (the range test's rates and limits, checked without MindSpore),
   ``lr_range`` (the learning-rate range test), ``onednn_trace`` (which oneDNN
   convolution a framework runs, from oneDNN's verbose log: the troubleshooting
   page's diagnosis);
@@ -116,11 +117,13 @@ MINDSPORE_FREE_MODULES = frozenset({
     "jobs.ports", "jobs.worker_logs",
     "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
     "deploy.onnx_session", "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
-    "experiments.ablation", "experiments.onednn_trace", "chapters.helpers", "chapters.notebook", "chapters.reproduce",
+    "experiments.ablation", "experiments.onednn_trace", "experiments.range_inputs",
+    "chapters.helpers", "chapters.notebook", "chapters.reproduce",
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
     "commands.prepare", "commands.predict", "commands.doctor", "commands.launch", "commands.job",
     "commands.sync", "commands.reproduce", "commands.results_page", "commands.lab", "commands.bench",
     "commands.pipeline_bench", "commands.ablation", "commands.local_s3", "commands.train",
+    "commands.lr_range",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

@@ -73,6 +73,25 @@ def test_a_diverge_factor_of_1_or_less_is_refused_before_training(diverge, monke
         range_test(load_config("smoke"), diverge=float(diverge))
 
 
+def test_a_bad_range_is_refused_before_mindspore_loads():
+    """The command checks its range and divergence factor with msresnet.experiments.
+    range_inputs, which imports no MindSpore: the error is one line at once, in a fresh
+    process that never loaded MindSpore (about 3 CPU-s)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from msresnet import cli\n"
+            "codes = [cli.main(['lr-range', 'smoke', '--lr_min', '1', '--lr_max', '0.5']),\n"
+            "         cli.main(['lr-range', 'smoke', '--diverge', '0.5'])]\n"
+            "print(codes, 'mindspore' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120)
+    assert done.stdout.strip() == "[2, 2] False", done.stdout + done.stderr
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 2 and "lr_min=1.0, lr_max=0.5" in err[0] and "--diverge" in err[1], err
+
+
 def test_the_range_test_assembles_trainings_step(monkeypatch):
     """The range test gets its optimizer, mixed precision and loss scale where training
     does (factories.build_model): on a GPU profile a Model of its own would train in

@@ -2,7 +2,7 @@
 
 It reads the profile (the first word or ``--profile``, ``cpu`` by default) and the
 ``--KEY VALUE`` overrides, checks the range and the divergence factor before
-MindSpore starts, builds the run's Config once
+MindSpore loads (:mod:`msresnet.experiments.range_inputs`), builds the run's Config once
 (:func:`msresnet.config.run.build_run_config`), runs the test and prints a one-line
 summary (``--json`` keeps every step). The library function knows nothing of this
 layer.
@@ -15,13 +15,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-import mindspore.dataset as ds
-
 from msresnet.atomic import write_json
 from msresnet.command_line import (ArgumentParser, first_word, one_profile, positive_int,
                                    positive_number)
 from msresnet.config.profile import parse_overrides
-from msresnet.experiments.lr_range import check_diverge, range_test, rates
+from msresnet.experiments.range_inputs import check_diverge, rates
 from msresnet.config.run import build_run_config
 
 
@@ -47,9 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     word, argv = first_word(argv if argv is not None else sys.argv[1:])
     args, rest = _parser().parse_known_args(argv)
     profile = one_profile(word, args.profile, default="cpu")
-    rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore starts
+    rates(args.lr_min, args.lr_max, args.steps)  # a bad range fails before MindSpore loads
     check_diverge(args.diverge)
     config = build_run_config(profile, parse_overrides(rest))
+    import mindspore.dataset as ds  # here: the checks above need none of MindSpore
+    from msresnet.experiments.lr_range import range_test
+
     logging.basicConfig(level=logging.INFO, stream=sys.stdout)
     ds.config.set_seed(config.seed)
     result = range_test(config, lr_min=args.lr_min, lr_max=args.lr_max, steps=args.steps,

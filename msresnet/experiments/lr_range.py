@@ -37,6 +37,7 @@ from mindspore.train import Callback
 
 from msresnet.training.callbacks import loss_value
 from msresnet.config.profile import Config
+from msresnet.experiments.range_inputs import RangeTestError, check_diverge, rates
 from msresnet.training.factories import build_model, make_datasets, make_network, set_context
 
 log = logging.getLogger("msresnet.experiments.lr_range")
@@ -52,29 +53,6 @@ def smooth(losses: Sequence[float], beta: float = SMOOTHING) -> list[float]:
         average = beta * average + (1 - beta) * loss
         out.append(average / (1 - beta ** i))
     return out
-
-
-class RangeTestError(ValueError):
-    """The range test cannot run as asked (the message names the value)."""
-
-
-def rates(lr_min: float, lr_max: float, steps: int) -> np.ndarray:
-    """``steps`` rates from ``lr_min`` to ``lr_max``, evenly spaced on a log scale."""
-    if not 0 < lr_min < lr_max:
-        raise RangeTestError(f"need 0 < lr_min < lr_max, got lr_min={lr_min!r}, lr_max={lr_max!r}")
-    if steps < 2:
-        raise RangeTestError(f"--steps must be at least 2, got {steps!r}")
-    return np.geomspace(lr_min, lr_max, steps).astype(np.float32)
-
-
-def check_diverge(diverge: float) -> float:
-    """``diverge`` (times the smoothed loss's minimum) must be above 1: the smoothed loss is
-    never below its own minimum, so 1 or less calls the first step a divergence (0.5
-    stopped after one step and reported a rate as if it had been measured)."""
-    if not diverge > 1:
-        raise RangeTestError(f"--diverge must be above 1 (times the smoothed loss's minimum), "
-                             f"got {diverge!r}")
-    return diverge
 
 
 @dataclass
