@@ -52,9 +52,9 @@ venv: $(STAMP)
 # compiled all 15,467 files of the venv in 43 s on both cores (86 CPU-s) before any
 # test could start, where a whole make test imports 5,699 of them (fresh clone,
 # 2026-12-07). About 2,700 are compiled once after the install (PYCACHE_WARM, below),
-# the rest when a process under make first imports them (the byte-code cache above). Outside make, where
-# PYTHONDONTWRITEBYTECODE=1 is set (this project's machines), a process compiles
-# what no make run has cached yet.
+# the rest when a process under make first imports them (the byte-code cache above).
+# Outside make, where PYTHONDONTWRITEBYTECODE=1 is set (this project's machines), a
+# process compiles what no make run has cached yet.
 # uv reads neither pip's configuration nor PIP_INDEX_URL: behind a package mirror,
 # set UV_DEFAULT_INDEX to it.
 UV_VERSION := 0.13.9
