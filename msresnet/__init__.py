@@ -74,6 +74,7 @@ module), and on a module this docstring does not name. The layers, first to last
   (the data, the timed training and validation steps, the projection and the
   figures cited beside it), ``command`` (the report);
 * ``deploy``: ``onnx_session`` (onnxruntime's CPU session as the package opens it),
+  ``checkpoint_config`` (which network a checkpoint holds, told without MindSpore),
   ``export`` (MINDIR, ONNX and INT8 exports of a checkpoint),
   ``predict`` (top-5 classes of pictures; an ONNX model needs onnxruntime only);
 * ``experiments``: ``bench`` (the training step), ``pipeline_bench`` (the data
@@ -116,14 +117,14 @@ MINDSPORE_FREE_MODULES = frozenset({
     "storage.staging", "testing.local_s3", "storage.sync", "jobs.job", "jobs.launch",
     "jobs.ports", "jobs.worker_logs",
     "doctor.checks", "doctor.software", "doctor.hardware", "doctor.speed", "doctor.command",
-    "deploy.onnx_session", "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
+    "deploy.onnx_session", "deploy.checkpoint_config", "deploy.predict", "experiments.bench", "experiments.pipeline_bench",
     "experiments.ablation", "experiments.onednn_trace", "experiments.range_inputs",
     "chapters.helpers", "chapters.notebook", "chapters.reproduce",
     "chapters.results_page", "chapters.lab", "chapters.results_figures",
     "commands.prepare", "commands.predict", "commands.doctor", "commands.launch", "commands.job",
     "commands.sync", "commands.reproduce", "commands.results_page", "commands.lab", "commands.bench",
     "commands.pipeline_bench", "commands.ablation", "commands.local_s3", "commands.train",
-    "commands.lr_range",
+    "commands.lr_range", "commands.export",
 })
 """Modules that must not import MindSpore when imported (see the docstring)."""
 

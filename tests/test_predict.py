@@ -222,6 +222,24 @@ def test_cli_errors_are_one_line(case, models, pictures, tmp_path):
     assert result.stdout == ""
 
 
+def test_a_checkpoint_without_its_config_is_refused_before_mindspore_loads(pictures, tmp_path):
+    """export and predict look a checkpoint's network up in the MindSpore-free
+    msresnet.deploy.checkpoint_config: a checkpoint without its config.yaml is one line,
+    exit 2, in a fresh process that never loaded MindSpore (about 3 CPU-s). The
+    messages are test_cli_entries.py's and the no-config case above."""
+    (tmp_path / "lonely.ckpt").write_bytes(b"weights without their config")
+    code = ("import sys\n"
+            "from msresnet import cli\n"
+            f"codes = [cli.main(['export', 'lonely.ckpt', '--out', 'out']),\n"
+            f"         cli.main(['predict', 'lonely.ckpt', {str(pictures[0])!r}])]\n"
+            "print(codes, 'mindspore' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.stdout.strip() == "[2, 2] False", done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 2, done.stderr  # one line each
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_refuses_wrong_requests(models, tmp_path):
     net = export.network_for(models["ckpt"], export.run_config(models["ckpt"]))
     with pytest.raises(export.ExportError, match=r"model\.air: the suffix must be one of"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from msresnet.atomic import output_folder
 from msresnet.command_line import ArgumentParser, positive_int
-from msresnet.deploy.export import EXPORT_RECORD, export_checkpoint, export_for_browser, run_config
+from msresnet.deploy.checkpoint_config import EXPORT_RECORD, run_config
 
 
 def _parser() -> ArgumentParser:
@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     run_config(args.checkpoint, args.profile)  # a missing file or config: before any folder
+    from msresnet.deploy.export import export_checkpoint, export_for_browser  # MindSpore
+
     if not args.browser:
         with output_folder(args.output_dir):  # a failed export leaves no empty folder
             written = export_checkpoint(args.checkpoint, args.output_dir, args.batch_size,

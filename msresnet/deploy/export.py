@@ -50,7 +50,8 @@ from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CLASSES
 from msresnet.data.download import sha256  # also imported from here by the tests
 from msresnet.training.selection import read_test
 from msresnet.training.factories import make_network
-from msresnet.config.run import CONFIG_FILE, build_run_config, recorded_config, with_data_dir
+from msresnet.config.run import with_data_dir
+from msresnet.deploy.checkpoint_config import EXPORT_RECORD, ExportError, run_config
 
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
 ONNX_QDQ_OPSET = 13  # DequantizeLinear's per-channel "axis" attribute needs opset 13
@@ -64,23 +65,6 @@ def input_record(image_size: int) -> dict[str, Any]:
     instead of keeping a copy of its own."""
     return {"name": "x", "shape": [BATCH_SYMBOL, 3, image_size, image_size],
             "classes": list(CLASSES), "mean": list(CIFAR10_MEAN), "std": list(CIFAR10_STD)}
-
-
-class ExportError(ValueError):
-    """An export cannot be made as asked; the message names the file or value."""
-
-
-def run_config(checkpoint: str | os.PathLike[str], config: str | None = None) -> Config:
-    """The configuration of the run that wrote ``checkpoint`` (its folder's config.yaml)."""
-    if not Path(checkpoint).is_file():
-        raise ExportError(f"{checkpoint}: no such checkpoint")
-    if config is not None:
-        return build_run_config(config)
-    recorded = recorded_config(Path(checkpoint).parent)
-    if recorded is None:
-        raise ExportError(f"{checkpoint}: no {CONFIG_FILE} beside it to say which network it "
-                          "holds; pass --profile PROFILE_OR_YAML")
-    return recorded
 
 
 def network_for(checkpoint: str | os.PathLike[str], config: Config) -> nn.Cell:
@@ -367,10 +351,6 @@ def export_for_browser(checkpoint: str | os.PathLike[str], out: str | os.PathLik
     return record
 
 
-EXPORT_RECORD = "resnet50.export.json"
-"""What :func:`export_checkpoint` wrote into its folder: each graph's SHA-256, and from
-which checkpoint. A file of a graph's name that it does not list with that content is
-another program's, which the next export will not replace unless forced."""
 WRITER = "msresnet export"
 
 

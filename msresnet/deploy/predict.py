@@ -157,14 +157,19 @@ def _mindir(path: Path) -> Predictor:
 
 
 def _checkpoint(path: Path, config_source: str | None) -> Predictor:
+    from msresnet.deploy.checkpoint_config import ExportError, run_config
+
+    try:
+        config = run_config(path, config_source)  # no config: one line before MindSpore loads
+    except ExportError as err:
+        raise ModelError(str(err)) from None
     import msresnet  # noqa: F401 - the CPU setting before MindSpore runs anything
     import mindspore as ms
 
     from msresnet.training.checkpoints import CheckpointError
-    from msresnet.deploy.export import ExportError, network_for, run_config
+    from msresnet.deploy.export import network_for
 
     try:
-        config = run_config(path, config_source)
         # graph mode, on MindSpore's default device (the CPU here); the device is
         # not set, since a process that already ran MindSpore may not change it
         ms.set_context(mode=ms.GRAPH_MODE)
