@@ -230,7 +230,7 @@ def test_a_checkpoint_without_its_config_is_refused_before_mindspore_loads(pictu
     (tmp_path / "lonely.ckpt").write_bytes(b"weights without their config")
     code = ("import sys\n"
             "from msresnet import cli\n"
-            f"codes = [cli.main(['export', 'lonely.ckpt', '--out', 'out']),\n"
+            "codes = [cli.main(['export', 'lonely.ckpt', '--out', 'out']),\n"
             f"         cli.main(['predict', 'lonely.ckpt', {str(pictures[0])!r}])]\n"
             "print(codes, 'mindspore' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

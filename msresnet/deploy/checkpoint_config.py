@@ -5,7 +5,7 @@ image size) is in the ``config.yaml`` its run wrote beside it, or in a profile
 the user names. ``msresnet export`` and ``msresnet predict`` look that up first,
 so a checkpoint without its config, or a path that is not a file, is refused
 with one line before MindSpore loads (about 3 CPU-s), and before any output
-folder is made. :mod:`msresnet.deploy.export` imports both names from here.
+folder is made. :mod:`msresnet.deploy.export` imports its three names from here.
 """
 
 from __future__ import annotations
