@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ import pytest
 import msresnet  # noqa: F401  (first: CPU speed setting before MindSpore)
 from msresnet.config.profile import load_config
 from msresnet.experiments.lr_range import RangeResult, RangeTestError, range_test, rates, smooth
+from fresh_cli import run_in_fresh_process
 from msresnet.paths import REPO_ROOT
 
 
@@ -80,15 +79,10 @@ def test_a_bad_range_is_refused_before_mindspore_loads():
     range_inputs, which imports no MindSpore: the error is one line at once, in a fresh
     process that never loaded MindSpore (about 3 CPU-s). The messages themselves are
     test_cli_entries.py's and the diverge test's above."""
-    code = ("import sys\n"
-            "from msresnet import cli\n"
-            "codes = [cli.main(['lr-range', 'smoke', '--lr_min', '1', '--lr_max', '0.5']),\n"
-            "         cli.main(['lr-range', 'smoke', '--diverge', '0.5'])]\n"
-            "print(codes, 'mindspore' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=120)
-    assert done.stdout.strip() == "[2, 2] False", done.stdout + done.stderr
-    assert len(done.stderr.strip().splitlines()) == 2, done.stderr  # one line each
+    run = run_in_fresh_process([["lr-range", "smoke", "--lr_min", "1", "--lr_max", "0.5"],
+                                ["lr-range", "smoke", "--diverge", "0.5"]], cwd=REPO_ROOT)
+    assert (run.codes, run.mindspore_loaded) == ([2, 2], False), run.stderr_lines
+    assert len(run.stderr_lines) == 2, run.stderr_lines  # one line each
 
 
 def test_the_range_test_assembles_trainings_step(monkeypatch):

@@ -20,6 +20,7 @@ import pytest
 from onnx import TensorProto, helper
 from PIL import Image
 
+from fresh_cli import run_in_fresh_process
 from msresnet.deploy import export, predict
 from msresnet.config.profile import load_config
 from msresnet.model.resnet import DEPTHS, resnet50
@@ -228,15 +229,10 @@ def test_a_checkpoint_without_its_config_is_refused_before_mindspore_loads(pictu
     exit 2, in a fresh process that never loaded MindSpore (about 3 CPU-s). The
     messages are test_cli_entries.py's and the no-config case above."""
     (tmp_path / "lonely.ckpt").write_bytes(b"weights without their config")
-    code = ("import sys\n"
-            "from msresnet import cli\n"
-            "codes = [cli.main(['export', 'lonely.ckpt', '--out', 'out']),\n"
-            f"         cli.main(['predict', 'lonely.ckpt', {str(pictures[0])!r}])]\n"
-            "print(codes, 'mindspore' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
-    assert done.stdout.strip() == "[2, 2] False", done.stdout + done.stderr
-    assert len(done.stderr.strip().splitlines()) == 2, done.stderr  # one line each
+    run = run_in_fresh_process([["export", "lonely.ckpt", "--out", "out"],
+                                ["predict", "lonely.ckpt", str(pictures[0])]], cwd=tmp_path)
+    assert (run.codes, run.mindspore_loaded) == ([2, 2], False), run.stderr_lines
+    assert len(run.stderr_lines) == 2, run.stderr_lines  # one line each
     assert not (tmp_path / "out").exists()
 
 

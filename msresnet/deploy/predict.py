@@ -174,7 +174,7 @@ def _checkpoint(path: Path, config_source: str | None) -> Predictor:
         # not set, since a process that already ran MindSpore may not change it
         ms.set_context(mode=ms.GRAPH_MODE)
         net = network_for(path, config)
-    except (ExportError, CheckpointError) as err:
+    except CheckpointError as err:
         raise ModelError(str(err)) from None
     source = config_source or f"{path.parent.name}/config.yaml"
 
