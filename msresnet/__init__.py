@@ -22,7 +22,8 @@ module), and on a module this docstring does not name. The layers, first to last
 * the basics, at the root: ``cpu_speed`` (the ISA setting), ``paths`` (where things
   are, the local mirror's variable), ``atomic`` (crash-safe file writes), ``spelling`` (the one
   "did you mean" hint), ``text_table`` (the one plain-text table),
-  ``command_line`` (what every verb shares: the one option spelling, ``--profile``
+  ``compile_cache`` (MindSpore's compile cache refused: it reuses graphs by compile
+  order alone), ``command_line`` (what every verb shares: the one option spelling, ``--profile``
   for a profile, the argument types, the one-line errors);
 * ``data``: ``cifar10`` (CIFAR-10's facts, read by every other module: URL, MD5,
   counts, classes, mean and std; and its binary format: reading records,
@@ -106,8 +107,8 @@ from msresnet.cpu_speed import apply_fast_isa
 CPU_ISA_SETTING = apply_fast_isa()
 
 MINDSPORE_FREE_MODULES = frozenset({
-    "cpu_speed", "paths", "atomic", "command_line", "cli", "config.profile", "config.rules",
-    "config.table", "config.run", "model.lr_schedule", "model.architecture",
+    "cpu_speed", "paths", "atomic", "compile_cache", "command_line", "cli", "config.profile",
+    "config.rules", "config.table", "config.run", "model.lr_schedule", "model.architecture",
     "spelling", "text_table", "data.download", "data.cifar10", "data.prepare", "data.splits",
     "data.identity", "data.source",
     "data.images", "training.distributed", "training.device",

@@ -216,7 +216,8 @@ def test_the_reference_figures_are_what_the_records_say(sources: Sources) -> Non
 
 @pytest.mark.parametrize(("text", "rule"), [
     ("the reference run reached 64.38 % top-1", "percentage with two decimals"),
-    ("the whole reproduction took 39.7 minutes", "minutes with one decimal"),
+    # 39.6: in no record (every number of results/ counts: pick another if one gains it)
+    ("the whole reproduction took 39.6 minutes", "minutes with one decimal"),
     ("it trained at 17.8 images/s", "images per second"),
     ("18.3 ms per step on 8 Ascend 910", "milliseconds per step"),  # cited: 18.4
     ("in 21.2 min in all", "minutes in all"),

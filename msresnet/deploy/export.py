@@ -44,6 +44,7 @@ import numpy as np
 from mindspore import nn
 
 from msresnet.atomic import write_json
+from msresnet.compile_cache import refuse as refuse_compile_cache
 from msresnet.training.checkpoints import BEST_CKPT, BEST_JSON, load_strict
 from msresnet.config.profile import Config
 from msresnet.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CLASSES
@@ -90,6 +91,7 @@ def export_graph(net: nn.Cell, path: str | os.PathLike[str], batch_size: int, im
         raise ExportError(f"{path}: the suffix must be one of {', '.join(formats)}")
     if batch_size < 1 or image_size < 1:
         raise ExportError(f"batch_size and image_size must be >= 1, got {batch_size}, {image_size}")
+    refuse_compile_cache(ms.get_context("enable_compile_cache"))
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         path.chmod(0o600)
@@ -388,6 +390,7 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], output_dir: str | os.P
     returns the files written. Files of those names that an earlier export did not
     write (:func:`foreign_files`) are refused before any work unless ``force``: they may
     be another program's only copy."""
+    refuse_compile_cache(ms.get_context("enable_compile_cache"))  # before the weights load
     run = run_config(checkpoint, config)
     folder = Path(output_dir)
     foreign = [] if force else foreign_files(folder)

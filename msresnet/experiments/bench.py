@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from msresnet.compile_cache import refuse as refuse_compile_cache
 from msresnet.cpu_speed import ISA_VARIABLE, cpu_model
 from msresnet.data.cifar10 import NUM_CLASSES
 
@@ -160,6 +161,7 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
     from msresnet.training.factories import make_network
 
     mode_value = {"graph": mindspore.GRAPH_MODE, "pynative": mindspore.PYNATIVE_MODE}[mode]
+    refuse_compile_cache(mindspore.get_context("enable_compile_cache"))
     mindspore.set_device(settings.device_target)
     mindspore.set_context(mode=mode_value)
     if settings.threads is not None:
@@ -262,6 +264,7 @@ def check_settings(settings: BenchSettings) -> None:
     from msresnet.config.profile import Overrides
     from msresnet.config.run import build_run_config
 
+    refuse_compile_cache()  # every worker would refuse it
     build_run_config(NETWORK_PROFILE, Overrides({
         "stem": settings.stem, "num_classes": settings.num_classes, "seed": settings.seed,
         "image_size": settings.image_size, "device_target": settings.device_target},

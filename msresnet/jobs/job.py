@@ -61,6 +61,7 @@ if __package__ in (None, ""):  # run as a file (a ModelArts boot file): the fold
     sys.path[0] = str(Path(__file__).resolve().parents[2])  # holds msresnet/, not jobs/
 
 from msresnet.command_line import ArgumentParser, is_ours, positive_int, positive_number
+from msresnet.compile_cache import refuse as refuse_compile_cache
 from msresnet.storage import staging
 from msresnet.storage.settings import missing_credentials
 from msresnet.storage.sync import sync_data
@@ -364,6 +365,7 @@ def run(args: JobArguments, plan: JobPlan | None = None) -> dict[str, Any]:
                  "output_dir": str(plan.output_dir)}
     config = build_run_config(args.profile, overrides)  # config errors before any transfer
     check_mindspore_version()
+    refuse_compile_cache()  # the training would, after the transfer
     _log_plan(args, plan, config.profile)
     staged = stage_data(args, plan)
 

@@ -17,6 +17,7 @@ import numpy as np
 from mindspore import nn, ops
 from mindspore.train import Loss, Metric, Model, Top1CategoricalAccuracy, Top5CategoricalAccuracy
 
+from msresnet.compile_cache import refuse as refuse_compile_cache
 from msresnet.config.profile import Config
 from msresnet.data.cifar10 import (  # dataset_folder re-exported: the chapters import it here
     DatasetError, dataset_folder)  # noqa: F401
@@ -69,7 +70,9 @@ def select_device(target: str) -> None:
 
 
 def set_context(config: Config) -> None:
-    """Device and execution mode (graph compiles the whole step; pynative runs eagerly)."""
+    """Device and execution mode (graph compiles the whole step; pynative runs eagerly).
+    MindSpore's compile cache is refused first (:mod:`msresnet.compile_cache`)."""
+    refuse_compile_cache(ms.get_context("enable_compile_cache"))
     try:
         select_device(config.device_target)
     except RuntimeError as err:
