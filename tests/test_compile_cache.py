@@ -83,6 +83,16 @@ def test_training_reads_the_context_setting(monkeypatch):
     assert read == ["enable_compile_cache"]
 
 
+def test_a_launch_refuses_it_before_msrun_starts(tmp_path, monkeypatch):
+    from msresnet.jobs import launch
+
+    plan = launch.build_plan(2, "smoke", output=str(tmp_path / "dp2"))
+    monkeypatch.setenv(VARIABLE, "1")
+    with pytest.raises(CompileCacheError, match=f"^{VARIABLE}=1: "):
+        launch.run(plan, cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # not even the workers' config file
+
+
 def test_commands_refuse_it_with_one_line_before_writing(tmp_path, monkeypatch):
     """train, export, predict and bench in one fresh process: exit 2, one line naming
     the variable, and no run folder, export folder or compile cache left behind. The

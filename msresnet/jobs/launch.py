@@ -60,6 +60,7 @@ import psutil
 
 from msresnet.atomic import write_text
 from msresnet.command_line import DEBUG_VARIABLE
+from msresnet.compile_cache import refuse as refuse_compile_cache
 from msresnet.config.profile import Config, Overrides
 from msresnet.data.source import DATA_DIR_VARIABLE
 from msresnet.jobs.worker_logs import describe_exit, log_tail
@@ -410,6 +411,8 @@ def run(plan: LaunchPlan, *, timeout: float | None = None, cwd: str | os.PathLik
     written to its ``config_file``, which every worker then loads.
     """
     cwd = Path(cwd)
+    if plan.entry == TRAIN_ENTRY:
+        refuse_compile_cache()  # every worker would, once msrun had started them all
     if check_port and is_local_address(plan.master_addr) \
             and not port_is_free(plan.master_port, plan.master_addr):
         raise LaunchError(f"master_port {plan.master_port} on {plan.master_addr} is already in "
