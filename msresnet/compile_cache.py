@@ -7,9 +7,10 @@ only a hash of the entry script and the files that script imports from outside
 ``sys.path``: not the batch size, the image size or the network the graph was
 compiled for. Every ``msresnet`` command has the same entry script, and so has every
 notebook's kernel, so a run with other settings loads an earlier run's graphs.
-Measured on the CPU: a batch-16 smoke run given a batch-32 run's cache said nothing
-but MindSpore's warning, trained to a loss of 5.45, validated at NaN and ended in a
-segmentation fault. A wrong network is worse than a slower start, so :func:`refuse`
+Measured on the CPU (``results/compile-cache/``): batch-16 smoke runs given a
+batch-32 run's cache said nothing but MindSpore's warning and died of a segmentation
+fault or an error, one after an epoch at a training loss of 5.45 and a NaN
+validation loss. A wrong network is worse than a slower start, so :func:`refuse`
 stops a training, an evaluation, an export, a prediction or a benchmark with one
 line before it compiles or writes anything.
 
@@ -30,7 +31,7 @@ class CompileCacheError(RuntimeError):
     """MindSpore's compile cache is on (the message names the setting and what to do)."""
 
 
-def refuse(context_enabled: object = None) -> None:
+def refuse(context_enabled: bool | None = None) -> None:
     """Raise :class:`CompileCacheError` when MindSpore would reuse saved graphs.
 
     ``context_enabled``: ``mindspore.get_context("enable_compile_cache")``, read by a
