@@ -14,13 +14,14 @@ validation loss. A wrong network is worse than a slower start, so :func:`refuse`
 stops a training, an evaluation, an export, a prediction or a benchmark with one
 line before it compiles or writes anything.
 
-MindSpore-free: the environment is read here, and a caller that has MindSpore loaded
-passes what its context says.
+MindSpore-free: it reads the environment, and MindSpore's context only when MindSpore
+is already loaded (before that, nothing can have set it).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 VARIABLE = "MS_COMPILER_CACHE_ENABLE"
 # MindSpore 2.10 turns the cache on for this value only ("0", "true" leave it off).
@@ -31,16 +32,13 @@ class CompileCacheError(RuntimeError):
     """MindSpore's compile cache is on (the message names the setting and what to do)."""
 
 
-def refuse(context_enabled: bool | None = None) -> None:
-    """Raise :class:`CompileCacheError` when MindSpore would reuse saved graphs.
-
-    ``context_enabled``: ``mindspore.get_context("enable_compile_cache")``, read by a
-    caller that has MindSpore loaded (``None`` when never set); the environment
-    variable is read here.
-    """
+def refuse() -> None:
+    """Raise :class:`CompileCacheError` when MindSpore would reuse saved graphs: the
+    environment variable, or ``enable_compile_cache`` in a loaded MindSpore's context."""
+    mindspore = sys.modules.get("mindspore")
     if os.environ.get(VARIABLE) == ENABLED:
         setting, undo = f"{VARIABLE}={ENABLED}", f"unset {VARIABLE}"
-    elif context_enabled is True:
+    elif mindspore is not None and mindspore.get_context("enable_compile_cache") is True:
         setting = "mindspore.set_context(enable_compile_cache=True)"
         undo = "leave enable_compile_cache off"
     else:

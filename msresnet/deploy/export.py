@@ -69,7 +69,10 @@ def input_record(image_size: int) -> dict[str, Any]:
 
 
 def network_for(checkpoint: str | os.PathLike[str], config: Config) -> nn.Cell:
-    """ResNet50 as ``config`` describes it, the checkpoint loaded strictly, in evaluation mode."""
+    """ResNet50 as ``config`` describes it, the checkpoint loaded strictly, in evaluation mode.
+    Export and prediction both start here, so MindSpore's compile cache is refused here,
+    before the weights load (:mod:`msresnet.compile_cache`)."""
+    refuse_compile_cache()
     net = make_network(config)
     load_strict(net, checkpoint)
     net.set_train(False)
@@ -91,7 +94,7 @@ def export_graph(net: nn.Cell, path: str | os.PathLike[str], batch_size: int, im
         raise ExportError(f"{path}: the suffix must be one of {', '.join(formats)}")
     if batch_size < 1 or image_size < 1:
         raise ExportError(f"batch_size and image_size must be >= 1, got {batch_size}, {image_size}")
-    refuse_compile_cache(ms.get_context("enable_compile_cache"))
+    refuse_compile_cache()
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         path.chmod(0o600)
@@ -390,7 +393,6 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], output_dir: str | os.P
     returns the files written. Files of those names that an earlier export did not
     write (:func:`foreign_files`) are refused before any work unless ``force``: they may
     be another program's only copy."""
-    refuse_compile_cache(ms.get_context("enable_compile_cache"))  # before the weights load
     run = run_config(checkpoint, config)
     folder = Path(output_dir)
     foreign = [] if force else foreign_files(folder)

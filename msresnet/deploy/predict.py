@@ -141,7 +141,7 @@ def _mindir(path: Path) -> Predictor:
     import mindspore as ms
     from mindspore import nn
 
-    refuse_compile_cache(ms.get_context("enable_compile_cache"))
+    refuse_compile_cache()
     try:
         shape = mindir_input_shape(path)
         graph = nn.GraphCell(ms.load(str(path)))
@@ -171,7 +171,6 @@ def _checkpoint(path: Path, config_source: str | None) -> Predictor:
     from msresnet.training.checkpoints import CheckpointError
     from msresnet.deploy.export import network_for
 
-    refuse_compile_cache(ms.get_context("enable_compile_cache"))
     try:
         # graph mode, on MindSpore's default device (the CPU here); the device is
         # not set, since a process that already ran MindSpore may not change it

@@ -161,7 +161,7 @@ def run_worker(settings: BenchSettings, mode: str, isa: str) -> BenchResult:
     from msresnet.training.factories import make_network
 
     mode_value = {"graph": mindspore.GRAPH_MODE, "pynative": mindspore.PYNATIVE_MODE}[mode]
-    refuse_compile_cache(mindspore.get_context("enable_compile_cache"))
+    refuse_compile_cache()
     mindspore.set_device(settings.device_target)
     mindspore.set_context(mode=mode_value)
     if settings.threads is not None:

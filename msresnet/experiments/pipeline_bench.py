@@ -282,7 +282,7 @@ def run_worker(setting: Setting, dataset_dir: str, mindrecord_dir: str | None) -
         os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:setting.cores]))
     import mindspore
 
-    refuse_compile_cache(mindspore.get_context("enable_compile_cache"))
+    refuse_compile_cache()
     mindspore.set_device("CPU")
     mindspore.set_context(mode=mindspore.GRAPH_MODE)
     mindspore.set_seed(setting.seed)

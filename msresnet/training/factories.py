@@ -72,7 +72,7 @@ def select_device(target: str) -> None:
 def set_context(config: Config) -> None:
     """Device and execution mode (graph compiles the whole step; pynative runs eagerly).
     MindSpore's compile cache is refused first (:mod:`msresnet.compile_cache`)."""
-    refuse_compile_cache(ms.get_context("enable_compile_cache"))
+    refuse_compile_cache()
     try:
         select_device(config.device_target)
     except RuntimeError as err:

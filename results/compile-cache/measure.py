@@ -32,7 +32,7 @@ RUNS = [("no cache", False, []), ("cache saved", True, []), ("cache loaded", Tru
 def unguarded(argv: list[str]) -> int:
     """``msresnet`` with :func:`msresnet.compile_cache.refuse` turned off."""
     from msresnet import compile_cache
-    compile_cache.refuse = lambda *args, **kwargs: None
+    compile_cache.refuse = lambda: None
     from msresnet.training import factories
     factories.refuse_compile_cache = compile_cache.refuse
     from msresnet import cli
